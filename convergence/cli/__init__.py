@@ -1,0 +1,23 @@
+"""The ``convergence`` command line. Thin: parses arguments, calls ``services``, prints.
+
+Exit codes: 0 success, 1 the input was refused (errors printed with their paths), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import click
+
+from convergence.cli.template_cmd import template
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="convergence")
+def cli() -> None:
+    """Convergence: drive a cloud until it matches a Heat (HOT) template."""
+
+
+cli.add_command(template)
+
+
+def main() -> None:
+    cli(prog_name="convergence")

@@ -1,0 +1,1 @@
+"""Intrinsic functions, grouped by family; ``versions`` arranges them into per-version tables."""

@@ -1,0 +1,277 @@
+"""Turning the text of a template or environment into plain data, safely.
+
+Used by the template and environment loaders. Refuses, with the line and column where it can:
+malformed YAML or JSON, documents over the size limit, nesting deeper than the depth limit, and
+YAML alias bombs and recursive anchors.
+
+YAML is read from libyaml's event stream and built here without recursion, for three reasons:
+libyaml's composer recurses in C and crashes the process on a deep enough document; counting
+the expanded size of aliases while building stops a billion-laughs document after a bounded
+amount of work; and resolving plain scalars with a table is several times faster than PyYAML's
+constructor. Scalars follow YAML 1.1 as PyYAML's safe loader does, except that timestamps stay
+strings, as in Heat (``heat_template_version: 2016-10-14`` is a string).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from convergence.template.errors import SYNTAX, TemplateError
+
+try:  # libyaml's parser; the pure-Python one behaves the same, only slower.
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what a single document may cost to read."""
+
+    max_bytes: int = 1024 * 1024
+    max_depth: int = 100
+    # Nodes after expanding aliases; beyond this an alias-heavy document is a bomb.
+    max_expanded_nodes: int = 2_000_000
+
+
+DEFAULT_LIMITS = Limits()
+
+_BOOL = {
+    "yes": True, "Yes": True, "YES": True, "true": True, "True": True, "TRUE": True,
+    "on": True, "On": True, "ON": True,
+    "no": False, "No": False, "NO": False, "false": False, "False": False, "FALSE": False,
+    "off": False, "Off": False, "OFF": False,
+}  # fmt: skip
+_NULL = {"", "~", "null", "Null", "NULL"}
+_INT = re.compile(r"[-+]?(?:0|[1-9][0-9_]*)\Z")
+_INT_OTHER = re.compile(r"[-+]?(?:0b[0-1_]+|0[0-7_]+|0x[0-9a-fA-F_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+)\Z")
+_FLOAT = re.compile(
+    r"[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?\Z"
+    r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?\Z"
+    r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*\Z"
+    r"|[-+]?\.(?:inf|Inf|INF)\Z|\.(?:nan|NaN|NAN)\Z"
+)
+_NUMERIC_START = frozenset("0123456789+-.")
+
+
+def _plain_scalar(text: str) -> Any:
+    """Resolve an untagged plain scalar the way YAML 1.1 (PyYAML) does, timestamps excepted."""
+    if not text or text in _NULL:
+        return None
+    first = text[0]
+    if first in _NUMERIC_START:
+        if _INT.match(text):
+            return int(text.replace("_", ""))
+        if _FLOAT.match(text):
+            return _to_float(text)
+        if _INT_OTHER.match(text):
+            return _to_int_other(text)
+        return text
+    value = _BOOL.get(text)
+    if value is not None:
+        return value
+    return text
+
+
+def _to_float(text: str) -> float:
+    loader = yaml.SafeLoader("")
+    try:
+        node = yaml.ScalarNode("tag:yaml.org,2002:float", text)
+        return float(loader.construct_yaml_float(node))
+    finally:
+        loader.dispose()
+
+
+def _to_int_other(text: str) -> int:
+    loader = yaml.SafeLoader("")
+    try:
+        node = yaml.ScalarNode("tag:yaml.org,2002:int", text)
+        return int(loader.construct_yaml_int(node))
+    finally:
+        loader.dispose()
+
+
+_TAGGED = {
+    "tag:yaml.org,2002:str": str,
+    "tag:yaml.org,2002:int": lambda s: int(_plain_scalar(s)),
+    "tag:yaml.org,2002:float": lambda s: float(_plain_scalar(s) if s[:1] != "." else _to_float(s)),
+    "tag:yaml.org,2002:bool": lambda s: bool(_BOOL.get(s, False)),
+    "tag:yaml.org,2002:null": lambda s: None,
+    "tag:yaml.org,2002:timestamp": str,
+    "!": str,
+}
+
+
+def _where(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def _fail(what: str, message: str, mark: Any = None) -> TemplateError:
+    where = _where(mark)
+    return TemplateError.at(what, f"{message} ({where})" if where else message, SYNTAX)
+
+
+class _Open:
+    """A collection being built: its value, its expanded size so far, its pending key."""
+
+    __slots__ = ("anchor", "key", "merge", "pending_key", "size", "value")
+
+    def __init__(self, value: Any, anchor: str | None) -> None:
+        self.value = value
+        self.anchor = anchor
+        self.size = 1
+        self.key: Any = None
+        self.pending_key = False  # for mappings: next value completes a key/value pair
+        self.merge: list[dict[Any, Any]] | None = None
+
+
+def _load_yaml(text: str, what: str, limits: Limits) -> Any:
+    anchors: dict[str, tuple[Any, int]] = {}
+    open_anchors: set[str] = set()
+    stack: list[_Open] = []
+    root: Any = None
+    have_root = False
+    expanded = 0
+
+    def attach(value: Any, size: int, mark: Any) -> None:
+        nonlocal root, have_root, expanded
+        expanded += size
+        if expanded > limits.max_expanded_nodes:
+            raise _fail(what, "the document expands to too many nodes through YAML aliases "
+                        f"(over {limits.max_expanded_nodes}); refusing it", mark)
+        if not stack:
+            root, have_root = value, True
+            return
+        top = stack[-1]
+        top.size += size
+        if isinstance(top.value, list):
+            top.value.append(value)
+        elif not top.pending_key:
+            try:
+                hash(value)
+            except TypeError:
+                raise _fail(what, "a mapping key must be a scalar", mark) from None
+            top.key, top.pending_key = value, True
+        else:
+            top.pending_key = False
+            if top.key == "<<" and (isinstance(value, dict) or isinstance(value, list)):
+                merges = value if isinstance(value, list) else [value]
+                top.merge = (top.merge or []) + [m for m in merges if isinstance(m, dict)]
+            else:
+                top.value[top.key] = value
+
+    parser = _Loader(text)
+    try:
+        while True:
+            event = parser.get_event()
+            if event is None:
+                break
+            cls = type(event)
+            if cls is yaml.ScalarEvent:
+                if event.tag is None or event.tag == "?":
+                    # libyaml marks plain scalars with style '' (PyYAML's parser with None).
+                    value = _plain_scalar(event.value) if event.implicit[0] and not event.style \
+                        else event.value
+                else:
+                    convert = _TAGGED.get(event.tag)
+                    if convert is None:
+                        raise _fail(what, f"unsupported YAML tag {event.tag!r}", event.start_mark)
+                    try:
+                        value = convert(event.value)
+                    except (TypeError, ValueError):
+                        raise _fail(what, f"{event.value!r} is not a valid {event.tag}",
+                                    event.start_mark) from None
+                if event.anchor is not None:
+                    anchors[event.anchor] = (value, 1)
+                attach(value, 1, event.start_mark)
+            elif cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
+                if len(stack) >= limits.max_depth:
+                    raise _fail(what, f"nesting is deeper than {limits.max_depth} levels",
+                                event.start_mark)
+                if event.tag not in (None, "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"):
+                    raise _fail(what, f"unsupported YAML tag {event.tag!r}", event.start_mark)
+                stack.append(_Open({} if cls is yaml.MappingStartEvent else [], event.anchor))
+                if event.anchor is not None:
+                    open_anchors.add(event.anchor)
+            elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+                done = stack.pop()
+                if done.merge:
+                    merged: dict[Any, Any] = {}
+                    for m in reversed(done.merge):
+                        merged.update(m)
+                    merged.update(done.value)
+                    done.value.clear()
+                    done.value.update(merged)
+                if done.anchor is not None:
+                    open_anchors.discard(done.anchor)
+                    anchors[done.anchor] = (done.value, done.size)
+                attach(done.value, done.size, event.start_mark)
+            elif cls is yaml.AliasEvent:
+                if event.anchor in open_anchors:
+                    raise _fail(what, f"recursive YAML anchor &{event.anchor}", event.start_mark)
+                found = anchors.get(event.anchor)
+                if found is None:
+                    raise _fail(what, f"undefined YAML alias *{event.anchor}", event.start_mark)
+                attach(found[0], found[1], event.start_mark)
+            elif cls is yaml.DocumentStartEvent and have_root:
+                raise _fail(what, "expected a single document, found several", event.start_mark)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise _fail(what, f"malformed YAML: {problem}", mark) from None
+    except yaml.YAMLError as exc:
+        raise _fail(what, f"malformed YAML: {exc}") from None
+    finally:
+        parser.dispose()
+    return root
+
+
+def _check_json_depth(data: Any, what: str, limits: Limits) -> None:
+    todo: list[tuple[Any, int]] = [(data, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth >= limits.max_depth:
+            raise _fail(what, f"nesting is deeper than {limits.max_depth} levels")
+        todo.extend((c, depth + 1) for c in children)
+
+
+def load_document(source: str | bytes, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Parse one YAML or JSON document (JSON when it starts with ``{``, as Heat decides)."""
+    size = len(source)
+    if isinstance(source, bytes):
+        if size > limits.max_bytes:
+            raise _too_big(what, size, limits)
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _fail(what, f"not valid UTF-8 text (byte {exc.start})") from None
+    elif size > limits.max_bytes and len(source.encode("utf-8")) > limits.max_bytes:
+        raise _too_big(what, len(source.encode("utf-8")), limits)
+    if source.startswith("\ufeff"):
+        source = source[1:]
+    if source.lstrip().startswith("{"):
+        try:
+            data = json.loads(source)
+        except RecursionError:
+            raise _fail(what, f"nesting is deeper than {limits.max_depth} levels") from None
+        except json.JSONDecodeError as exc:
+            raise _fail(what, f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+                        ) from None
+        _check_json_depth(data, what, limits)
+        return data
+    return _load_yaml(source, what, limits)
+
+
+def _too_big(what: str, size: int, limits: Limits) -> TemplateError:
+    return _fail(what, f"the document is {size} bytes, over the limit of {limits.max_bytes} bytes")

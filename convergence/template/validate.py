@@ -1,0 +1,291 @@
+"""Validating a stack: a template with its environment, parameter values and resource types.
+
+The entry point for everything that accepts a template from a user (the CLI's ``template
+validate``, the API's validate/create/update/preview, the engine before planning). Beyond what
+``parse`` checks in the document alone, this checks parameter values, evaluates conditions,
+resolves each resource's type through the environment's registry and the type catalog, checks
+properties and attribute names against the type's schema, validates nested templates (template
+resources) recursively, and refuses dependency cycles under the chosen conditions, naming them.
+
+All problems are reported together; the result is a :class:`StackDefinition` or a TemplateError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from convergence.template.constraints import NO_CUSTOM_CONSTRAINTS, CustomConstraints
+from convergence.template.dependencies import (
+    condition_allows,
+    find_cycles,
+    resource_dependencies,
+)
+from convergence.template.environment import Environment, merge_environments
+from convergence.template.errors import (
+    CYCLE,
+    FILE,
+    PROPERTY,
+    REFERENCE,
+    TYPE,
+    Path,
+    Problems,
+    TemplateError,
+)
+from convergence.template.files import file_key, is_template_reference
+from convergence.template.functions.base import has_calls
+from convergence.template.model import Template, guards_hold
+from convergence.template.parameters import ParameterSchema, resolve_values
+from convergence.template.parse import _suggest, parse_template
+from convergence.template.properties import TypeCatalog, TypeSchema, check_properties
+from convergence.template.resolve import StackIdentity, TemplateResolver, UnknownValue
+from convergence.template.source import DEFAULT_LIMITS, Limits
+
+MAX_NESTING = 5
+NESTED_ATTRIBUTES = frozenset({"OS::stack_id", "OS::stack_name"})
+
+
+@dataclass(frozen=True, slots=True)
+class StackDefinition:
+    """A validated stack: everything the planner needs, nothing resolved that needs the cloud."""
+
+    template: Template
+    environment: Environment
+    parameters: Mapping[str, Any]
+    conditions: Mapping[str, bool | None]
+    resource_types: Mapping[str, str]  # effective type of each existing resource
+    dependencies: Mapping[str, frozenset[str]]
+    nested: Mapping[str, StackDefinition] = field(default_factory=dict)
+
+    def resolver(self, identity: StackIdentity | None = None, **kwargs: Any) -> TemplateResolver:
+        return TemplateResolver(self.template, self.parameters, identity=identity, **kwargs)
+
+
+@dataclass(slots=True)
+class _Options:
+    catalog: TypeCatalog
+    custom: CustomConstraints
+    limits: Limits
+    identity: StackIdentity | None
+    parsed: dict[str, Template | TemplateError] = field(default_factory=dict)
+
+
+def validate_stack(
+    template: Template | str | bytes | Mapping[str, Any],
+    *,
+    catalog: TypeCatalog,
+    environments: tuple[Environment, ...] | list[Environment] = (),
+    parameters: Mapping[str, Any] | None = None,
+    files: Mapping[str, str] | None = None,
+    location: str | None = None,
+    custom_constraints: CustomConstraints = NO_CUSTOM_CONSTRAINTS,
+    identity: StackIdentity | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> StackDefinition:
+    """Validate a whole stack; raise TemplateError with every problem found.
+
+    ``parameters`` are the user's values (None when none were given: then missing required
+    values are not an error, as when a template is validated alone).
+    """
+    problems = Problems()
+    if not isinstance(template, Template):
+        try:
+            template = parse_template(template, files=files, location=location, limits=limits)
+        except TemplateError as exc:
+            # Report environment problems too, but a broken template stops here.
+            raise exc from None
+    env = merge_environments(list(environments)) if environments else Environment()
+    given = dict(env.parameters)
+    if parameters:
+        given.update(parameters)
+    opts = _Options(catalog, custom_constraints, limits, identity)
+    result = _validate(template, env, given, parameters is not None or bool(env.parameters),
+                       opts, problems, depth=0)
+    problems.raise_if_any()
+    return result
+
+
+def _validate(template: Template, env: Environment, given: Mapping[str, Any], require_all: bool,
+              opts: _Options, problems: Problems, depth: int,
+              unknown_given: frozenset[str] = frozenset()) -> StackDefinition:
+    values = resolve_values(template.parameters, given, env.parameter_defaults, problems,
+                            require_all=require_all, custom=opts.custom)
+    resolver = TemplateResolver(template, values, identity=opts.identity)
+    conditions = _conditions(resolver, problems)
+    enabled = {name: defn for name, defn in template.resources.items()
+               if condition_allows(defn.condition, conditions)}
+    types: dict[str, str] = {}
+    schemas: dict[str, TypeSchema | Template | None] = {}
+    nested: dict[str, StackDefinition] = {}
+    for name, defn in enabled.items():
+        path: Path = ("resources", name)
+        effective = _effective_type(env, name, defn.type, path, problems)
+        if effective is None:
+            continue
+        types[name] = effective
+        if is_template_reference(effective):
+            child = _nested(template, env, name, effective, resolver, opts, problems, depth)
+            schemas[name] = child.template if child else None
+            if child is not None:
+                nested[name] = child
+            continue
+        schema = opts.catalog.lookup(effective)
+        schemas[name] = schema
+        if schema is None:
+            alias = f" (mapped from '{defn.type}')" if effective != defn.type else ""
+            problems.add((*path, "type"), f"resource type '{effective}'{alias} is not available"
+                         f"{_suggest(effective, opts.catalog.names())}", TYPE)
+            continue
+        if schema.properties is not None:
+            props, unknown = _literal_properties(resolver, name, problems)
+            if props is not None:
+                check_properties(schema.properties, props, (*path, "properties"), problems,
+                                 opts.custom, unknown=unknown)
+    _check_references(template, conditions, enabled, problems)
+    _check_attributes(template, schemas, problems)
+    graph = resource_dependencies(template, conditions)
+    for cycle in find_cycles(graph):
+        problems.add(("resources", cycle[0]), "circular dependency: " + " -> ".join(cycle),
+                     CYCLE)
+    return StackDefinition(template, env, values, conditions, types, graph, nested)
+
+
+def _conditions(resolver: TemplateResolver, problems: Problems) -> dict[str, bool | None]:
+    try:
+        return resolver.condition_values()
+    except TemplateError as exc:
+        problems.absorb(exc)
+        return {}
+
+
+def _effective_type(env: Environment, name: str, type_name: str, path: Path,
+                    problems: Problems) -> str | None:
+    try:
+        return env.resource_registry.resolve_type(name, type_name)
+    except TemplateError as exc:
+        for p in exc.problems:
+            problems.add((*path, "type"), p.message, p.kind)
+        return None
+
+
+def _literal_properties(resolver: TemplateResolver, name: str,
+                        problems: Problems) -> tuple[dict[str, Any] | None, frozenset[str]]:
+    """Properties resolved as far as parameters allow; names still unknown are set aside."""
+    raw = resolver.template.resources[name].properties
+    if not isinstance(raw, dict):
+        return None, frozenset()
+    values: dict[str, Any] = {}
+    unknown: set[str] = set()
+    for key, value in raw.items():
+        if not has_calls(value):
+            values[key] = value
+            continue
+        try:
+            values[key] = resolver.resolve(value)
+        except UnknownValue:
+            values[key] = None
+            unknown.add(key)
+        except TemplateError as exc:
+            problems.absorb(exc)
+            values[key] = None
+            unknown.add(key)
+    return values, frozenset(unknown)
+
+
+def _nested(parent: Template, env: Environment, name: str, type_ref: str,
+            resolver: TemplateResolver, opts: _Options, problems: Problems,
+            depth: int) -> StackDefinition | None:
+    path: Path = ("resources", name, "type")
+    key = file_key(parent.files, type_ref, parent.location)
+    if key is None:
+        problems.add(path, f"template '{type_ref}' is not in the files supplied with the "
+                     "template", FILE)
+        return None
+    if depth + 1 > MAX_NESTING:
+        problems.add(path, f"nested templates go deeper than {MAX_NESTING} levels", REFERENCE)
+        return None
+    prefix = f"resources.{name}({key})"
+    cached = opts.parsed.get(key)
+    if cached is None:
+        try:
+            cached = parse_template(parent.files[key], files=parent.files, location=key,
+                                    limits=opts.limits)
+        except TemplateError as exc:
+            cached = exc
+        opts.parsed[key] = cached
+    if isinstance(cached, TemplateError):
+        problems.absorb(cached, prefix)
+        return None
+    child = cached
+    props, unknown = _literal_properties(resolver, name, problems)
+    given: dict[str, Any] = {}
+    for prop, value in (props or {}).items():
+        if prop not in child.parameters:
+            problems.add(("resources", name, "properties", prop), f"unknown property "
+                         f"'{prop}': template '{key}' has no such parameter"
+                         f"{_suggest(prop, child.parameters)}", PROPERTY)
+        elif prop not in unknown and value is not None:
+            given[prop] = value
+    _check_required(child, props or {}, env, name, key, problems)
+    child_env = Environment(parameter_defaults=env.parameter_defaults,
+                            resource_registry=env.resource_registry.nested(name),
+                            parameter_merge_strategies=env.parameter_merge_strategies)
+    sub = Problems()
+    definition = _validate(child, child_env, given, False, opts, sub, depth + 1)
+    for p in sub:
+        problems.add(f"{prefix}.{p.path}" if p.path else prefix, p.message, p.kind)
+    return definition
+
+
+def _check_required(child: Template, props: Mapping[str, Any], env: Environment, name: str,
+                    key: str, problems: Problems) -> None:
+    for pname, schema in child.parameters.items():
+        if _needs_value(schema) and pname not in props and pname not in env.parameter_defaults:
+            problems.add(("resources", name, "properties"), f"property '{pname}' is required: "
+                         f"template '{key}' gives it no default", PROPERTY)
+
+
+def _needs_value(schema: ParameterSchema) -> bool:
+    return schema.required
+
+
+def _check_references(template: Template, conditions: Mapping[str, bool | None],
+                      enabled: Mapping[str, Any], problems: Problems) -> None:
+    """A resource or output that exists must not use a resource that does not."""
+    disabled = set(template.resources) - set(enabled)
+    if not disabled:
+        return
+    users = [(d.references, d.depends_on, ("resources", n)) for n, d in enabled.items()]
+    users += [(o.references, (), ("outputs", n)) for n, o in template.outputs.items()
+              if condition_allows(o.condition, conditions)]
+    for references, depends_on, where in users:
+        for dep in depends_on:
+            if dep in disabled:
+                problems.add((*where, "depends_on"), f"resource '{dep}' does not exist: its "
+                             "condition is false", REFERENCE)
+        for ref in references:
+            if ref.target in disabled and guards_hold(ref.guards, conditions):
+                problems.add(ref.path, f"resource '{ref.target}' does not exist: its "
+                             "condition is false", REFERENCE)
+
+
+def _check_attributes(template: Template, schemas: Mapping[str, TypeSchema | Template | None],
+                      problems: Problems) -> None:
+    for use in template.attribute_uses:
+        schema = schemas.get(use.resource)
+        if schema is None:
+            continue
+        if isinstance(schema, Template):
+            known = set(schema.outputs) | NESTED_ATTRIBUTES
+            if use.attribute in known or use.attribute.startswith("resource."):
+                continue
+            what = "the nested template has no such output"
+        else:
+            if schema.attributes is None or use.attribute in schema.attributes \
+                    or use.attribute == "show":
+                continue
+            known = set(schema.attributes)
+            what = f"type '{schema.name}' has no such attribute"
+        problems.add(use.path, f"get_attr: '{use.resource}' has no attribute "
+                     f"'{use.attribute}': {what}{_suggest(use.attribute, known)}", REFERENCE)

@@ -1,0 +1,130 @@
+"""The real-world template corpus in ``../shared/templates``, validated as a client would.
+
+For each template (a YAML file with ``heat_template_version``) the files map is every file of
+its source (heat-templates, magnum, tripleo) keyed by path relative to that source, the
+template's location is its own key, and the environment files of that source that map a type
+the template uses are merged in name order. Run as a program it prints the tally by outcome:
+
+    python -m tests.corpus.corpus
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from convergence.cli.files import collect_files, rebase_registry
+from convergence.plugins.registry import PluginRegistry
+from convergence.template import (
+    Problems,
+    TemplateError,
+    load_document,
+    parse_environment,
+    validate_stack,
+)
+
+ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "templates"
+SOURCES = ("heat-templates", "magnum", "tripleo")
+HONEST = frozenset({"resource-type", "file"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: str
+    kinds: frozenset[str]
+    problems: tuple[str, ...]
+
+    @property
+    def valid(self) -> bool:
+        return not self.kinds
+
+    @property
+    def honest(self) -> bool:
+        return self.kinds <= HONEST
+
+
+def _yaml_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _peek(path: Path) -> object:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        return None
+
+
+def templates_and_environments(source: Path) -> tuple[list[Path], list[Path]]:
+    templates, environments = [], []
+    for path in _yaml_files(source):
+        data = _peek(path)
+        if not isinstance(data, dict):
+            continue
+        if "heat_template_version" in data:
+            templates.append(path)
+        elif {"resource_registry", "parameter_defaults"} & set(data):
+            environments.append(path)
+    return templates, environments
+
+
+def validate_source(source: Path) -> list[Outcome]:
+    catalog = PluginRegistry.from_entry_points()
+    files = collect_files(source)
+    templates, env_paths = templates_and_environments(source)
+    environments = []
+    for path in env_paths:
+        data = rebase_registry(load_document(path.read_bytes(), path.name), path, source)
+        env = parse_environment(data, path.name, Problems())
+        mapped = set((data.get("resource_registry") or {}).keys())
+        environments.append((path, env, mapped))
+    outcomes = []
+    for path in templates:
+        key = path.relative_to(source).as_posix()
+        text = files.get(key, path.read_text())
+        used = {line.split("type:", 1)[1].strip().strip("'\"") for line in text.splitlines()
+                if line.strip().startswith("type:")}
+        envs = [env for _, env, mapped in environments if mapped & used]
+        try:
+            validate_stack(text, catalog=catalog, files=files, location=key,
+                           environments=envs)
+        except TemplateError as exc:
+            outcomes.append(Outcome(f"{source.name}/{key}", exc.kinds,
+                                    tuple(str(p) for p in exc.problems)))
+        else:
+            outcomes.append(Outcome(f"{source.name}/{key}", frozenset(), ()))
+    return outcomes
+
+
+def corpus_available() -> bool:
+    return ROOT.is_dir()
+
+
+def main() -> None:
+    by_outcome: Counter[str] = Counter()
+    by_kind: Counter[str] = Counter()
+    for name in SOURCES:
+        for o in validate_source(ROOT / name):
+            if o.valid:
+                label = "valid"
+            elif o.honest:
+                label = "fails only with: " + " + ".join(sorted(o.kinds))
+            else:
+                label = "FAILS WITH OTHER ERRORS"
+                if os.environ.get("VERBOSE"):
+                    print(o.path, *o.problems, sep="\n  ")
+            by_outcome[f"{name:15s} {label}"] += 1
+            by_kind.update(p.split(" [", 1)[0] for p in o.kinds)
+    print("templates by outcome:")
+    for label, count in sorted(by_outcome.items()):
+        print(f"  {count:4d}  {label}")
+    print("templates with each kind of problem:")
+    for kind, count in sorted(by_kind.items()):
+        print(f"  {count:4d}  {kind}")
+
+
+if __name__ == "__main__":
+    main()
