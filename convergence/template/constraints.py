@@ -75,7 +75,7 @@ def _kind_of(value: Any) -> str:
         return "number"
     if value is None:
         return "null"
-    return type(value).__name__
+    return "string" if isinstance(value, str) else type(value).__name__
 
 
 def show(value: Any, hidden: bool = False) -> str:

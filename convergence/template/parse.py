@@ -51,6 +51,7 @@ from convergence.template.versions import (
 DELETION_POLICIES = ("Delete", "Retain", "Snapshot")
 _CFN_KEYS = ("AWSTemplateFormatVersion", "HeatTemplateFormatVersion")
 _CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
+_FUNCTION_PREFIXES = ("get_", "str_", "list_", "map_")
 
 
 class _Parser:
@@ -110,7 +111,7 @@ class _Parser:
             self.error(path, "get_attr: the attribute name must be a string", FUNCTION)
 
     def check_condition(self, value: Any, path: Path) -> None:
-        if isinstance(value, bool) or isinstance(value, Call):
+        if isinstance(value, bool | Call):
             return
         if isinstance(value, str):
             if value not in self.condition_names:
@@ -181,7 +182,12 @@ class _Parser:
         if key in ALL_FUNCTION_NAMES:
             # equals/not/and/or outside conditions are plain keys in every version.
             return conditions or key not in _CONDITION_ONLY
-        return key.startswith(("get_", "Fn::"))
+        if key.startswith("Fn::"):
+            return True
+        # Other single-key maps are data to Heat ({get_input: x} in software configs), so only
+        # a near miss of a real function name is taken for a misspelt call.
+        return key.startswith(_FUNCTION_PREFIXES) and bool(
+            difflib.get_close_matches(key, ALL_FUNCTION_NAMES, n=1, cutoff=0.85))
 
     def _unknown_function(self, key: str, path: Path, conditions: bool) -> None:
         version = self._version

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,8 @@ _BOOL = {
 }  # fmt: skip
 _NULL = {"", "~", "null", "Null", "NULL"}
 _INT = re.compile(r"[-+]?(?:0|[1-9][0-9_]*)\Z")
-_INT_OTHER = re.compile(r"[-+]?(?:0b[0-1_]+|0[0-7_]+|0x[0-9a-fA-F_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+)\Z")
+_INT_OTHER = re.compile(
+    r"[-+]?(?:0b[0-1_]+|0[0-7_]+|0x[0-9a-fA-F_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+)\Z")
 _FLOAT = re.compile(
     r"[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?\Z"
     r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?\Z"
@@ -96,7 +98,7 @@ def _to_int_other(text: str) -> int:
         loader.dispose()
 
 
-_TAGGED = {
+_TAGGED: dict[str, Callable[[str], Any]] = {
     "tag:yaml.org,2002:str": str,
     "tag:yaml.org,2002:int": lambda s: int(_plain_scalar(s)),
     "tag:yaml.org,2002:float": lambda s: float(_plain_scalar(s) if s[:1] != "." else _to_float(s)),
@@ -159,7 +161,7 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
             top.key, top.pending_key = value, True
         else:
             top.pending_key = False
-            if top.key == "<<" and (isinstance(value, dict) or isinstance(value, list)):
+            if top.key == "<<" and isinstance(value, dict | list):
                 merges = value if isinstance(value, list) else [value]
                 top.merge = (top.merge or []) + [m for m in merges if isinstance(m, dict)]
             else:
@@ -168,7 +170,7 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
     parser = _Loader(text)
     try:
         while True:
-            event = parser.get_event()
+            event: Any = parser.get_event()
             if event is None:
                 break
             cls = type(event)

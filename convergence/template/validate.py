@@ -108,9 +108,11 @@ def validate_stack(
 
 def _validate(template: Template, env: Environment, given: Mapping[str, Any], require_all: bool,
               opts: _Options, problems: Problems, depth: int,
-              unknown_given: frozenset[str] = frozenset()) -> StackDefinition:
+              require_given: bool = True) -> StackDefinition:
+    """Validate one template; ``require_given``: values of parameters must all be supplied
+    (a nested template's come from properties, checked by its parent, and may be unknown)."""
     values = resolve_values(template.parameters, given, env.parameter_defaults, problems,
-                            require_all=require_all, custom=opts.custom)
+                            require_all=require_all and require_given, custom=opts.custom)
     resolver = TemplateResolver(template, values, identity=opts.identity)
     conditions = _conditions(resolver, problems)
     enabled = {name: defn for name, defn in template.resources.items()
@@ -125,7 +127,8 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
             continue
         types[name] = effective
         if is_template_reference(effective):
-            child = _nested(template, env, name, effective, resolver, opts, problems, depth)
+            child = _nested(template, env, name, effective, resolver, opts, problems, depth,
+                            require_all)
             schemas[name] = child.template if child else None
             if child is not None:
                 nested[name] = child
@@ -195,7 +198,7 @@ def _literal_properties(resolver: TemplateResolver, name: str,
 
 def _nested(parent: Template, env: Environment, name: str, type_ref: str,
             resolver: TemplateResolver, opts: _Options, problems: Problems,
-            depth: int) -> StackDefinition | None:
+            depth: int, require_all: bool) -> StackDefinition | None:
     path: Path = ("resources", name, "type")
     key = file_key(parent.files, type_ref, parent.location)
     if key is None:
@@ -227,12 +230,16 @@ def _nested(parent: Template, env: Environment, name: str, type_ref: str,
                          f"{_suggest(prop, child.parameters)}", PROPERTY)
         elif prop not in unknown and value is not None:
             given[prop] = value
-    _check_required(child, props or {}, env, name, key, problems)
+    if require_all:
+        # As Heat's validate: without values, a nested parameter may still come from the
+        # deployment's parameter_defaults, so only a stack with values must be complete.
+        _check_required(child, props or {}, env, name, key, problems)
     child_env = Environment(parameter_defaults=env.parameter_defaults,
                             resource_registry=env.resource_registry.nested(name),
                             parameter_merge_strategies=env.parameter_merge_strategies)
     sub = Problems()
-    definition = _validate(child, child_env, given, False, opts, sub, depth + 1)
+    definition = _validate(child, child_env, given, require_all, opts, sub, depth + 1,
+                           require_given=False)
     for p in sub:
         problems.add(f"{prefix}.{p.path}" if p.path else prefix, p.message, p.kind)
     return definition

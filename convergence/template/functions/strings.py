@@ -173,7 +173,7 @@ FN_JOIN = FunctionDef("Fn::Join", _eval_join, _check_join, doc="CFN form of list
 
 @dataclass(frozen=True, slots=True)
 class _ReplaceRules:
-    """What one replace function accepts: the variants differ only in these three switches."""
+    """What one replace function accepts: the five variants differ only in these switches."""
 
     json_values: bool = False  # lists and maps are substituted as JSON (2015-10-15+)
     strict: bool = False  # every param must occur in the template (ocata+)
@@ -304,15 +304,14 @@ def _check_replace_params(
             _check_param_value(rules, params[key], key)
         except _Invalid as exc:
             _report(ctx, call, exc.message)
+    if "" in order:
+        _report(ctx, call, "param placeholders must not be empty")
+        return
     if not isinstance(template, str):
         return
-    try:
-        # Which placeholders occur depends only on the keys, so a literal template can be
-        # checked now, with stand-in values.
-        _, found = _substitute(template, order, dict.fromkeys(order, ""))
-    except _Invalid as exc:
-        _report(ctx, call, exc.message)
-        return
+    # Which placeholders occur depends only on the keys, so a literal template can be checked
+    # now, with stand-in values.
+    _, found = _substitute(template, order, dict.fromkeys(order, ""))
     # A param whose value is a call may be dropped by a two-argument if; leave it to evaluation.
     found |= {key for key in order if isinstance(params[key], Call)}
     missing = _not_found(order, found) if rules.strict else None

@@ -115,8 +115,8 @@ def test_str_replace_heat_ordering_cases() -> None:
     params = {"1": "a", "4": "d", "8": "h", "9": "i", "123": "1", "456": "4", "890": "8",
               "90": "9"}
     assert evaluate(STR_REPLACE, replace_args("1234567890", params)) == "1478"
-    params = {"989284": "a", "892843": "b", "765432": "c", "654321": "d", "543210": "e"}
-    assert evaluate(STR_REPLACE, replace_args("9892843210", params)) == "9876e"
+    params = {"987654": "a", "876543": "b", "765432": "c", "654321": "d", "543210": "e"}
+    assert evaluate(STR_REPLACE, replace_args("9876543210", params)) == "9876e"
     params = {"var1": "foo", "var2": "bar", "var3": "zed", "var": "tricky "}
     template = "Template var1 var1 s var2 t varvarvar3"
     assert evaluate(STR_REPLACE_STRICT, replace_args(template, params)) == (
@@ -153,7 +153,7 @@ def test_str_replace_shape_errors() -> None:
     assert check(STR_REPLACE_JSON, replace_args("a", {1: "x"})) == [
         "str_replace: param placeholders must be strings"
     ]
-    assert check(STR_REPLACE_JSON, replace_args("a", {"": "x"})) == [
+    assert check(STR_REPLACE_JSON, replace_args(dyn("a"), {"": "x"})) == [
         "str_replace: param placeholders must not be empty"
     ]
     assert check(STR_REPLACE_JSON, replace_args(dyn("a"), dyn({}))) == []
@@ -171,6 +171,9 @@ def test_str_replace_evaluation_errors() -> None:
     )
     assert eval_error(STR_REPLACE_JSON, replace_args("a", {"a": dyn(object())})) == (
         "str_replace: params must be strings, numbers, lists or maps"
+    )
+    assert eval_error(STR_REPLACE_JSON, replace_args("a", dyn({"": "x"}))) == (
+        "str_replace: param placeholders must not be empty"
     )
 
 

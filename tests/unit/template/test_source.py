@@ -7,10 +7,10 @@ import time
 import pytest
 import yaml
 
-from convergence.template import Limits, TemplateError, load_document
+from convergence.template import DEFAULT_LIMITS, Limits, TemplateError, load_document
 
 
-def _error(text: str | bytes, limits: Limits = Limits()) -> str:
+def _error(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> str:
     with pytest.raises(TemplateError) as info:
         load_document(text, "template", limits)
     return str(info.value)

@@ -318,6 +318,12 @@ def test_the_check_leaves_the_document_unchanged() -> None:
             id="condition-number",
         ),
         pytest.param(
+            resource(condition={"equals": [1, 1], "not": True}),
+            "resources.web.condition: must be a condition name, true or false, or a condition "
+            "function such as {equals: [...]}; got a mapping with the key(s) 'equals', 'not'",
+            id="condition-two-functions",
+        ),
+        pytest.param(
             resource(external_id=["x"]),
             "resources.web.external_id: must be a string or a function call returning one; "
             "got a list of 1 item(s)",

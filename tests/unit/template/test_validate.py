@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from convergence.template import (
+    Problems,
     TemplateError,
     load_environment,
-    Problems,
     validate_stack,
 )
 
@@ -195,7 +195,7 @@ def test_template_resources_are_validated_recursively() -> None:
           user: {{type: {R}, properties: {{value: {{get_attr: [n, nmae]}}}}}}
           m: {{type: missing.yaml}}
         """)
-    found = problems(bad, files=files)
+    found = problems(bad, files=files, parameters={})
     assert "resources.n.properties.sise: unknown property 'sise': template 'node.yaml' has " \
            "no such parameter; did you mean 'size'?" in found
     assert "resources.n.properties: property 'size' is required: template 'node.yaml' gives " \
@@ -204,6 +204,15 @@ def test_template_resources_are_validated_recursively() -> None:
                             "attribute 'nmae'") for p in found)
     assert "resources.m.type: template 'missing.yaml' is not in the files supplied with the " \
            "template" in found
+
+
+def test_nested_required_values_are_only_demanded_when_values_are_given() -> None:
+    text = hot("resources:\n  n: {type: node.yaml}\n")
+    files = {"node.yaml": NESTED}
+    assert problems(text, files=files) == []
+    assert problems(text, files=files, parameters={}) == [
+        "resources.n.properties: property 'size' is required: template 'node.yaml' gives it "
+        "no default"]
 
 
 def test_errors_inside_nested_templates_carry_both_paths() -> None:
