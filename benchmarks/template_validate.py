@@ -28,15 +28,15 @@ def generate(n: int) -> str:
         "  prefix: {type: string, default: bench}",
         "  enabled: {type: boolean, default: true}",
         "conditions:",
-        "  on: {get_param: enabled}",
-        "  off: {not: on}",
+        "  active: {get_param: enabled}",
+        "  inactive: {not: active}",
         "resources:",
     ]
     for i in range(n):
         lines.append(f"  r{i}:")
         lines.append("    type: OS::Heat::TestResource")
         if i % 4 == 3:
-            lines.append("    condition: on")
+            lines.append("    condition: active")
         lines.append("    properties:")
         kind = i % 5
         if i == 0 or kind == 0:
@@ -47,9 +47,9 @@ def generate(n: int) -> str:
             lines.append("      value:")
             lines.append("        str_replace:")
             lines.append("          template: node-$ref-$i")
-            lines.append(f"          params: {{$ref: {{get_resource: r{i // 2 * 2}}}, $i: '{i}'}}")
+            lines.append(f"          params: {{$ref: {{get_resource: r{i // 2}}}, $i: '{i}'}}")
         elif kind == 3:
-            lines.append(f"      value: {{if: [on, {{get_attr: [r{i - 3}, output]}}, none]}}")
+            lines.append(f"      value: {{if: [active, {{get_attr: [r{i - 3}, output]}}, none]}}")
         else:
             lines.append(f"      value: plain-{i}")
             lines.append(f"    depends_on: [r{i - 1}, r{i // 3}]")

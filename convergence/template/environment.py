@@ -175,7 +175,10 @@ class ResourceRegistry:
             children.update(exact.children)
         mappings = dict(self.mappings)
         if type_name is not None:
-            chain = self._resolve(resource_name, type_name, (), None) or (type_name,)
+            try:
+                chain = self._resolve(resource_name, type_name, (), None) or (type_name,)
+            except TemplateError:
+                chain = (type_name,)  # reported where the resource's type is resolved
             if len(chain) >= 2 and is_template_reference(chain[-1]):
                 key, template = chain[-2], chain[-1]
                 own = self.resources.get(resource_name)
@@ -524,7 +527,8 @@ def merge_environments(envs: Sequence[Environment],
     error, as are values that cannot merge; TemplateError carries them all. The first file
     that sets a section gives its values as they are, as in Heat. A type comes from
     ``param_schemas`` (which should include nested templates' parameters), else from the
-    values themselves.
+    values themselves; where Heat drops a value whose name is not in its schemas, it is kept
+    here, so that a misspelt name is reported when values are resolved.
     """
     problems = Problems()
     sections: dict[str, dict[str, Any]] = {"parameters": {}, "parameter_defaults": {}}
@@ -607,16 +611,31 @@ def _merge_value(old: Any, new: Any, param_type: str, deep: bool) -> Any:
         return _merge_list(old, new)
     if param_type == STRING:
         if not isinstance(new, str):
-            raise ValueError(f"{_kind(new)} is not a string")
+            raise ValueError(f"{_sort(new)} is not a string")
         if old is None:
             return new
         if not isinstance(old, str | int | float) or isinstance(old, bool):
-            raise ValueError(f"the earlier value {_kind(old)} is not a string")
+            raise ValueError(f"the earlier value, {_sort(old)}, is not a string")
         return f"{old}{new}"
     if param_type == NUMBER:
-        # Heat's own number merge fails on every input; adding is what it was written to do.
-        return str_to_num(new) + (str_to_num(old) if old is not None else 0)
+        # Heat's number merge refuses numbers and concatenates numeric strings ("2" + "3" is
+        # "23"); adding is what it was written to do.
+        try:
+            return str_to_num(new) + (str_to_num(old) if old is not None else 0)
+        except ValueError:
+            raise ValueError("both values must be numbers") from None
     raise ValueError(f"a {param_type} parameter can only be overwritten")
+
+
+def _sort(value: Any) -> str:
+    """What kind of value it is, for messages about values that may be secret."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return _kind(value) if isinstance(value, dict | list) or value is None else "a value"
 
 
 def _as_map(value: Any) -> dict[str, Any]:
@@ -624,9 +643,9 @@ def _as_map(value: Any) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ValueError(f"{value!r} is not valid JSON: {exc}") from None
+            raise ValueError(f"the value is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{_kind(value)} is not a map")
+        raise ValueError(f"{_sort(value)} is not a map")
     return copy.deepcopy(value)
 
 
@@ -653,7 +672,7 @@ def _merge_map(old: Mapping[str, Any], new: Mapping[str, Any], deep: bool) -> di
 def _merge_list(old: Any, new: Any) -> Any:
     """Heat's ``merge_list``: lists concatenate, comma-delimited strings join with a comma."""
     if not isinstance(new, str | list):
-        raise ValueError(f"{_kind(new)} is not a list or a comma-delimited string")
+        raise ValueError(f"{_sort(new)} is not a list or a comma-delimited string")
     if not old:
         return copy.deepcopy(new)
     if isinstance(old, str) and isinstance(new, str):

@@ -154,7 +154,7 @@ def _parse_one(name: str, definition: Any, version_name: str, problems: Problems
     constraints = parse_constraints(definition.get("constraints"), param_type,
                                     (*path, "constraints"), problems,
                                     modulo_allowed=modulo_allowed, version_name=version_name)
-    tags = definition.get("tags")
+    tags = definition.get("tags") if tags_allowed else None
     if tags is not None and not isinstance(tags, list):
         problems.add((*path, "tags"), "tags must be a list", PARAMETER)
         tags = None

@@ -229,25 +229,50 @@ def parse_template(
     limits: Limits = DEFAULT_LIMITS,
 ) -> Template:
     """Parse and check a template document. Raises TemplateError with every problem found."""
+    problems = Problems()
+    template = parse_collecting(source, problems, files=files, location=location, limits=limits)
+    problems.raise_if_any()
+    assert template is not None
+    return template
+
+
+def parse_collecting(
+    source: str | bytes | Mapping[str, Any],
+    problems: Problems,
+    *,
+    files: Mapping[str, str] | None = None,
+    location: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Template | None:
+    """Parse, adding problems to ``problems``; None when the document is beyond use.
+
+    A template with problems is still returned when its shape allows, so that validation can
+    go on and report what else is wrong in the same answer.
+    """
     files = files or {}
     what = location or "template"
-    data = load_document(source, what, limits) if isinstance(source, str | bytes) else source
-    problems = Problems()
+    try:
+        data = load_document(source, what, limits) if isinstance(source, str | bytes) \
+            else source
+    except TemplateError as exc:
+        problems.extend(exc.problems)
+        return None
     if not isinstance(data, dict):
-        raise TemplateError.at(what, "a template must be a map of sections, starting with "
-                               "heat_template_version", STRUCTURE)
+        problems.add(what, "a template must be a map of sections, starting with "
+                     "heat_template_version", STRUCTURE)
+        return None
     version = _version_of(data, problems)
     if version is None:
-        problems.raise_if_any()
-        raise AssertionError("unreachable")  # pragma: no cover
+        return None
     structure.check_structure(data, "template", problems)
     for section in data:
-        if section not in version.sections:
-            later = [v.name for v in VERSIONS if section in v.sections]
-            hint = (f" (available from {later[0]})" if later
-                    else f"{_suggest(str(section), version.sections)}")
+        # Keys no version knows are the structural check's to report; here, the ones that
+        # only some versions allow.
+        later = [v.name for v in VERSIONS if section in v.sections]
+        if later and section not in version.sections:
             problems.add((str(section),), f"section '{section}' is not allowed in "
-                         f"heat_template_version {version.name}{hint}", STRUCTURE)
+                         f"heat_template_version {version.name} (available from {later[0]})",
+                         STRUCTURE)
 
     param_section = _as_map(data.get("parameters"), ("parameters",), problems)
     parameters = parse_parameters(
@@ -270,7 +295,6 @@ def parse_template(
     for name, body in outputs_raw.items():
         if not isinstance(body, dict):
             problems.add(("outputs", name), "an output must be a map with a value", STRUCTURE)
-    problems.raise_if_any()
     description = data.get("description")
     return Template(
         version=version,
@@ -373,12 +397,11 @@ def _resource(parser: _Parser, name: str, body: Mapping[str, Any]) -> ResourceDe
     start = len(parser.references)
     problems = parser.problems
     for key in body:
-        if key not in version.resource_keys:
-            later = [v.name for v in VERSIONS if key in v.resource_keys]
-            hint = f" (available from {later[0]})" if later else \
-                _suggest(str(key), version.resource_keys)
+        later = [v.name for v in VERSIONS if key in v.resource_keys]
+        if later and key not in version.resource_keys:
             problems.add((*path, key), f"'{key}' is not a resource key in "
-                         f"heat_template_version {version.name}{hint}", STRUCTURE)
+                         f"heat_template_version {version.name} (available from {later[0]})",
+                         STRUCTURE)
     rtype = body.get("type")
     if not isinstance(rtype, str) or not rtype:
         problems.add((*path, "type"), "the resource has no type", STRUCTURE)
@@ -432,9 +455,10 @@ def _output(parser: _Parser, name: str, body: Mapping[str, Any]) -> OutputDefini
     parser.enter("outputs", name)
     start = len(parser.references)
     for key in body:
-        if key not in version.output_keys:
+        later = [v.name for v in VERSIONS if key in v.output_keys]
+        if later and key not in version.output_keys:
             parser.error((*path, key), f"'{key}' is not an output key in heat_template_version "
-                         f"{version.name}{_suggest(str(key), version.output_keys)}", STRUCTURE)
+                         f"{version.name} (available from {later[0]})", STRUCTURE)
     value = parser.parse(body.get("value"), (*path, "value"))
     condition = None
     if body.get("condition") is not None:

@@ -36,8 +36,8 @@ class Limits:
 
     max_bytes: int = 1024 * 1024
     max_depth: int = 100
-    # Nodes after expanding aliases; beyond this an alias-heavy document is a bomb.
-    max_expanded_nodes: int = 2_000_000
+    # Nodes that aliases stand for, counted at each use; beyond this a document is a bomb.
+    max_expanded_nodes: int = 1_000_000
 
 
 DEFAULT_LIMITS = Limits()
@@ -140,12 +140,15 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
     have_root = False
     expanded = 0
 
-    def attach(value: Any, size: int, mark: Any) -> None:
+    def attach(value: Any, size: int, mark: Any, aliased: bool = False) -> None:
         nonlocal root, have_root, expanded
-        expanded += size
-        if expanded > limits.max_expanded_nodes:
-            raise _fail(what, "the document expands to too many nodes through YAML aliases "
-                        f"(over {limits.max_expanded_nodes}); refusing it", mark)
+        if aliased:
+            # What an alias stands for counts again each time it is used: that is how a
+            # billion-laughs document grows, and where it is stopped.
+            expanded += size
+            if expanded > limits.max_expanded_nodes:
+                raise _fail(what, "the document expands to too many nodes through YAML "
+                            f"aliases (over {limits.max_expanded_nodes}); refusing it", mark)
         if not stack:
             root, have_root = value, True
             return
@@ -219,7 +222,7 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
                 found = anchors.get(event.anchor)
                 if found is None:
                     raise _fail(what, f"undefined YAML alias *{event.anchor}", event.start_mark)
-                attach(found[0], found[1], event.start_mark)
+                attach(found[0], found[1], event.start_mark, aliased=True)
             elif cls is yaml.DocumentStartEvent and have_root:
                 raise _fail(what, "expected a single document, found several", event.start_mark)
     except yaml.MarkedYAMLError as exc:

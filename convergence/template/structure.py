@@ -214,9 +214,12 @@ def _explain(error: ValidationError, data: Any, root: Mapping[str, Any]
     if keyword == "additionalProperties" and isinstance(instance, Mapping):
         known = [k for k in schema.get("properties", {}) if isinstance(k, str)]
         noun = "key" if path else "section"
+        # Reported at the key itself, as the version checks that follow do for keys a version
+        # lacks, so that the two read alike and point at the line to fix.
         for key in instance:
             if key not in known:
-                yield path, f"unknown {noun} {_show(key)}{_suggestion(key, known)}"
+                where = (*path, key if isinstance(key, str) else str(key))
+                yield where, f"unknown {noun} {_show(key)}{_suggestion(key, known)}"
         return
     if keyword == "required" and isinstance(instance, Mapping):
         for key in cast(Sequence[str], error.validator_value):

@@ -37,7 +37,7 @@ from convergence.template.files import file_key, is_template_reference
 from convergence.template.functions.base import has_calls
 from convergence.template.model import Template, guards_hold
 from convergence.template.parameters import ParameterSchema, resolve_values
-from convergence.template.parse import _suggest, parse_template
+from convergence.template.parse import _suggest, parse_collecting
 from convergence.template.properties import TypeCatalog, TypeSchema, check_properties
 from convergence.template.resolve import StackIdentity, TemplateResolver, UnknownValue
 from convergence.template.source import DEFAULT_LIMITS, Limits
@@ -68,7 +68,8 @@ class _Options:
     custom: CustomConstraints
     limits: Limits
     identity: StackIdentity | None
-    parsed: dict[str, Template | TemplateError] = field(default_factory=dict)
+    quiet_evaluation: bool = False
+    parsed: dict[str, tuple[Template | None, Problems]] = field(default_factory=dict)
 
 
 def validate_stack(
@@ -90,16 +91,19 @@ def validate_stack(
     """
     problems = Problems()
     if not isinstance(template, Template):
-        try:
-            template = parse_template(template, files=files, location=location, limits=limits)
-        except TemplateError as exc:
-            # Report environment problems too, but a broken template stops here.
-            raise exc from None
+        parsed = parse_collecting(template, problems, files=files, location=location,
+                                  limits=limits)
+        if parsed is None:
+            problems.raise_if_any()
+        assert parsed is not None
+        template = parsed
     env = merge_environments(list(environments)) if environments else Environment()
     given = dict(env.parameters)
     if parameters:
         given.update(parameters)
-    opts = _Options(catalog, custom_constraints, limits, identity)
+    # Problems in the document itself already speak for its calls; evaluating those calls
+    # again would say the same thing twice in other words.
+    opts = _Options(catalog, custom_constraints, limits, identity, quiet_evaluation=bool(problems))
     result = _validate(template, env, given, parameters is not None or bool(env.parameters),
                        opts, problems, depth=0)
     problems.raise_if_any()
@@ -122,7 +126,7 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
     nested: dict[str, StackDefinition] = {}
     for name, defn in enabled.items():
         path: Path = ("resources", name)
-        effective = _effective_type(env, name, defn.type, path, problems)
+        effective = _effective_type(env, name, defn.type, path, problems) if defn.type else None
         if effective is None:
             continue
         types[name] = effective
@@ -141,7 +145,7 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
                          f"{_suggest(effective, opts.catalog.names())}", TYPE)
             continue
         if schema.properties is not None:
-            props, unknown = _literal_properties(resolver, name, problems)
+            props, unknown = _literal_properties(resolver, name, problems, opts)
             if props is not None:
                 check_properties(schema.properties, props, (*path, "properties"), problems,
                                  opts.custom, unknown=unknown)
@@ -172,8 +176,8 @@ def _effective_type(env: Environment, name: str, type_name: str, path: Path,
         return None
 
 
-def _literal_properties(resolver: TemplateResolver, name: str,
-                        problems: Problems) -> tuple[dict[str, Any] | None, frozenset[str]]:
+def _literal_properties(resolver: TemplateResolver, name: str, problems: Problems,
+                        opts: _Options) -> tuple[dict[str, Any] | None, frozenset[str]]:
     """Properties resolved as far as parameters allow; names still unknown are set aside."""
     raw = resolver.template.resources[name].properties
     if not isinstance(raw, dict):
@@ -190,7 +194,8 @@ def _literal_properties(resolver: TemplateResolver, name: str,
             values[key] = None
             unknown.add(key)
         except TemplateError as exc:
-            problems.absorb(exc)
+            if not opts.quiet_evaluation:
+                problems.absorb(exc)
             values[key] = None
             unknown.add(key)
     return values, frozenset(unknown)
@@ -211,17 +216,16 @@ def _nested(parent: Template, env: Environment, name: str, type_ref: str,
     prefix = f"resources.{name}({key})"
     cached = opts.parsed.get(key)
     if cached is None:
-        try:
-            cached = parse_template(parent.files[key], files=parent.files, location=key,
-                                    limits=opts.limits)
-        except TemplateError as exc:
-            cached = exc
+        found = Problems()
+        cached = parse_collecting(parent.files[key], found, files=parent.files, location=key,
+                                  limits=opts.limits), found
         opts.parsed[key] = cached
-    if isinstance(cached, TemplateError):
-        problems.absorb(cached, prefix)
+    child, found = cached
+    for p in found:
+        problems.add(f"{prefix}.{p.path}" if p.path else prefix, p.message, p.kind)
+    if child is None:
         return None
-    child = cached
-    props, unknown = _literal_properties(resolver, name, problems)
+    props, unknown = _literal_properties(resolver, name, problems, opts)
     given: dict[str, Any] = {}
     for prop, value in (props or {}).items():
         if prop not in child.parameters:

@@ -100,7 +100,7 @@ F_2015_10 = _table(
     _gone("Fn::Select", "get_attr or get_param with a path"), base=F_2015_04,
 )
 F_2016_04 = _table(col.MAP_MERGE, base=F_2015_10)
-F_NEWTON = _table(yq.YAQL, col.MAP_REPLACE, cnd.IF, base=F_2016_04)
+F_NEWTON = _table(yq.YAQL, col.MAP_REPLACE, cnd.IF, col.REPEAT_WITH_MAP, base=F_2016_04)
 F_OCATA = _table(col.FILTER, st.STR_REPLACE_STRICT, base=F_NEWTON)
 F_PIKE = _table(
     st.MAKE_URL, col.LIST_CONCAT, col.LIST_CONCAT_UNIQUE, st.STR_REPLACE_VSTRICT, col.CONTAINS,

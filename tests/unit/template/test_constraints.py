@@ -200,6 +200,7 @@ def test_allowed_values_must_convert_to_the_type() -> None:
     found, errors = parse([{"allowed_values": [1, "2", "three"]}], NUMBER)
     assert errors == ["parameters.p.constraints[0].allowed_values[2]: allowed value 'three' is "
                       "not a number"]
+    assert found == (AllowedValues((1, "2", "three")),)
     assert parse([{"allowed_values": ["yes", "maybe"]}], BOOLEAN)[1] == [
         "parameters.p.constraints[0].allowed_values[1]: allowed value 'maybe' is not a boolean"]
 

@@ -197,12 +197,12 @@ def test_the_check_leaves_the_document_unchanged() -> None:
     [
         pytest.param(
             template(resource={}),
-            "unknown section 'resource' (did you mean 'resources'?)",
+            "resource: unknown section 'resource' (did you mean 'resources'?)",
             id="unknown-section",
         ),
         pytest.param(
             {"heat_template_version": "2021-04-16", "Resources": {}},
-            "unknown section 'Resources' (did you mean 'resources'?)",
+            "Resources: unknown section 'Resources' (did you mean 'resources'?)",
             id="cfn-section",
         ),
         pytest.param(
@@ -231,12 +231,12 @@ def test_the_check_leaves_the_document_unchanged() -> None:
         ),
         pytest.param(
             resource(propertes={}),
-            "resources.web: unknown key 'propertes' (did you mean 'properties'?)",
+            "resources.web.propertes: unknown key 'propertes' (did you mean 'properties'?)",
             id="unknown-resource-key",
         ),
         pytest.param(
             resource(Type="X"),
-            "resources.web: unknown key 'Type' (did you mean 'type'?)",
+            "resources.web.Type: unknown key 'Type' (did you mean 'type'?)",
             id="resource-key-case",
         ),
         pytest.param(
@@ -337,7 +337,7 @@ def test_the_check_leaves_the_document_unchanged() -> None:
         ),
         pytest.param(
             template(parameters={"p": {"type": "string", "hiden": True}}),
-            "parameters.p: unknown key 'hiden' (did you mean 'hidden'?)",
+            "parameters.p.hiden: unknown key 'hiden' (did you mean 'hidden'?)",
             id="parameter-key",
         ),
         pytest.param(
@@ -392,7 +392,8 @@ def test_the_check_leaves_the_document_unchanged() -> None:
         pytest.param(
             template(parameters={"p": {"type": "number", "constraints": [
                 {"range": {"minimum": 1}}]}}),
-            "parameters.p.constraints[0].range: unknown key 'minimum' (did you mean 'min'?)",
+            "parameters.p.constraints[0].range.minimum: unknown key 'minimum' (did you mean "
+            "'min'?)",
             id="constraint-range-key",
         ),
         pytest.param(
@@ -437,7 +438,7 @@ def test_the_check_leaves_the_document_unchanged() -> None:
         ),
         pytest.param(
             template(outputs={"o": {"value": 1, "vaule": 2}}),
-            "outputs.o: unknown key 'vaule' (did you mean 'value'?)",
+            "outputs.o.vaule: unknown key 'vaule' (did you mean 'value'?)",
             id="output-unknown-key",
         ),
         pytest.param(
@@ -485,10 +486,10 @@ def test_several_problems_are_reported_at_once_in_document_order() -> None:
     ok, problems = check(data)
     assert not ok
     assert problems == [
-        "unknown section 'outptus' (did you mean 'outputs'?)",
+        "outptus: unknown section 'outptus' (did you mean 'outputs'?)",
         "parameters.size.type: must be one of 'string', 'number', 'comma_delimited_list', "
         "'json', 'boolean'; got 'Number' (did you mean 'number'?)",
-        "resources.web: unknown key 'propertes' (did you mean 'properties'?)",
+        "resources.web.propertes: unknown key 'propertes' (did you mean 'properties'?)",
         "resources.web.depends_on[0]: must be a resource name (a string); got 1",
         "resources.db: missing required key 'type'",
         "resources.db.deletion_policy: must be Delete, Retain or Snapshot (or a function "
@@ -529,12 +530,13 @@ def test_unknown_kind_is_a_programming_error() -> None:
     [
         pytest.param(
             {"resource_registy": {}},
-            "unknown section 'resource_registy' (did you mean 'resource_registry'?)",
+            "resource_registy: unknown section 'resource_registy' (did you mean "
+            "'resource_registry'?)",
             id="unknown-section",
         ),
         pytest.param(
             {"parameters": {}, "heat_template_version": "2021-04-16"},
-            "unknown section 'heat_template_version'",
+            "heat_template_version: unknown section 'heat_template_version'",
             id="template-section",
         ),
         pytest.param(
@@ -609,7 +611,8 @@ def test_several_environment_problems_at_once() -> None:
     )
     assert not ok
     assert problems == [
-        "unknown section 'parameter_defualts' (did you mean 'parameter_defaults'?)",
+        "parameter_defualts: unknown section 'parameter_defualts' (did you mean "
+        "'parameter_defaults'?)",
         "parameter_merge_strategies.a: must be one of 'overwrite', 'merge', 'deep_merge'; "
         "got 'append'",
         "event_sinks[0].ttl: must be a number of seconds; got -1",
