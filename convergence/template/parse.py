@@ -413,9 +413,12 @@ def _resource(parser: _Parser, name: str, body: Mapping[str, Any]) -> ResourceDe
     update_policy = parser.parse(body.get("update_policy"), (*path, "update_policy"))
     deletion_policy = parser.parse(body.get("deletion_policy", "Delete"),
                                    (*path, "deletion_policy"))
-    if isinstance(deletion_policy, str) and deletion_policy not in DELETION_POLICIES:
+    # Newton added the lower-case spellings.
+    allowed = DELETION_POLICIES + (tuple(p.lower() for p in DELETION_POLICIES)
+                                   if "condition" in version.resource_keys else ())
+    if isinstance(deletion_policy, str) and deletion_policy not in allowed:
         problems.add((*path, "deletion_policy"), f"deletion_policy must be one of "
-                     f"{', '.join(DELETION_POLICIES)}, not {deletion_policy!r}", STRUCTURE)
+                     f"{', '.join(allowed)}, not {deletion_policy!r}", STRUCTURE)
     external_id = parser.parse(body.get("external_id"), (*path, "external_id"))
     condition = None
     if body.get("condition") is not None:

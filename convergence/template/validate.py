@@ -238,8 +238,11 @@ def _nested(parent: Template, env: Environment, name: str, type_ref: str,
         # As Heat's validate: without values, a nested parameter may still come from the
         # deployment's parameter_defaults, so only a stack with values must be complete.
         _check_required(child, props or {}, env, name, key, problems)
+    # The child's registry leaves out the mapping that made this resource a template, so a
+    # template wrapping the type it replaces does not nest into itself.
+    registry = env.resource_registry.nested(name, parent.resources[name].type)
     child_env = Environment(parameter_defaults=env.parameter_defaults,
-                            resource_registry=env.resource_registry.nested(name),
+                            resource_registry=registry,
                             parameter_merge_strategies=env.parameter_merge_strategies)
     sub = Problems()
     definition = _validate(child, child_env, given, require_all, opts, sub, depth + 1,

@@ -162,7 +162,10 @@ def test_missing_type_and_bad_deletion_policy() -> None:
     found = parse_problems(text)
     assert "resources.a.type: the resource has no type" in found
     assert "resources.a.deletion_policy: deletion_policy must be one of Delete, Retain, " \
-           "Snapshot, not 'Keep'" in found
+           "Snapshot, delete, retain, snapshot, not 'Keep'" in found
+    old = parse_problems(hot("resources:\n  a: {type: X, deletion_policy: retain}\n",
+                             "2015-10-15"))
+    assert any("must be one of Delete, Retain, Snapshot, not 'retain'" in p for p in old)
 
 
 def test_conditions_undefined_and_circular() -> None:

@@ -234,3 +234,18 @@ def test_validation_raises_one_error_with_every_problem() -> None:
                        catalog=CATALOG)
     assert len(info.value.problems) == 2
     assert info.value.kinds == {"resource-type"}
+
+
+def test_a_template_that_wraps_the_type_it_replaces_does_not_nest_into_itself() -> None:
+    env = load_environment("resource_registry:\n  My::Server: server.yaml\n", "env.yaml",
+                           Problems())
+    files = {"server.yaml": hot("""
+        parameters:
+          name: {type: string, default: s}
+        resources:
+          real: {type: My::Server}
+        """)}
+    found = problems(hot("resources:\n  s: {type: My::Server}\n"), files=files,
+                     environments=[env])
+    assert found == ["resources.s(server.yaml).resources.real.type: resource type 'My::Server' "
+                     "is not available"]
