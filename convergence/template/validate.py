@@ -97,7 +97,12 @@ def validate_stack(
             problems.raise_if_any()
         assert parsed is not None
         template = parsed
-    env = merge_environments(list(environments)) if environments else Environment()
+    env = Environment()
+    if environments:
+        try:
+            env = merge_environments(list(environments))
+        except TemplateError as exc:
+            problems.extend(exc.problems)
     given = dict(env.parameters)
     if parameters:
         given.update(parameters)

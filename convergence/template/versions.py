@@ -15,6 +15,7 @@ from types import MappingProxyType
 from convergence.template.functions import collections as col
 from convergence.template.functions import conditions as cnd
 from convergence.template.functions import references as ref
+from convergence.template.functions import replace as rp
 from convergence.template.functions import strings as st
 from convergence.template.functions import yaql_expr as yq
 from convergence.template.functions.base import FunctionDef, removed
@@ -88,22 +89,22 @@ _CFN_GONE = (
 
 F_2013 = _table(
     ref.GET_PARAM, ref.GET_RESOURCE, ref.GET_ATTR, ref.GET_FILE, ref.RESOURCE_FACADE,
-    st.LIST_JOIN, st.STR_REPLACE,
+    st.LIST_JOIN, rp.STR_REPLACE,
     ref.REF, ref.FN_GETATT, ref.FN_RESOURCE_FACADE, ref.FN_GETAZS,
-    col.FN_SELECT, st.FN_JOIN, st.FN_SPLIT, st.FN_REPLACE, st.FN_BASE64,
+    col.FN_SELECT, st.FN_JOIN, st.FN_SPLIT, rp.FN_REPLACE, st.FN_BASE64,
     col.FN_MEMBER_LIST_TO_MAP,
 )
 F_2014 = _table(*_CFN_GONE, base=F_2013)
 F_2015_04 = _table(col.REPEAT, st.DIGEST, base=F_2014)
 F_2015_10 = _table(
-    ref.GET_ATTR_ALL, st.LIST_JOIN_MULTI, st.STR_REPLACE_JSON, st.STR_SPLIT,
+    ref.GET_ATTR_ALL, st.LIST_JOIN_MULTI, rp.STR_REPLACE_JSON, st.STR_SPLIT,
     _gone("Fn::Select", "get_attr or get_param with a path"), base=F_2015_04,
 )
 F_2016_04 = _table(col.MAP_MERGE, base=F_2015_10)
 F_NEWTON = _table(yq.YAQL, col.MAP_REPLACE, cnd.IF, col.REPEAT_WITH_MAP, base=F_2016_04)
-F_OCATA = _table(col.FILTER, st.STR_REPLACE_STRICT, base=F_NEWTON)
+F_OCATA = _table(col.FILTER, rp.STR_REPLACE_STRICT, base=F_NEWTON)
 F_PIKE = _table(
-    st.MAKE_URL, col.LIST_CONCAT, col.LIST_CONCAT_UNIQUE, st.STR_REPLACE_VSTRICT, col.CONTAINS,
+    st.MAKE_URL, col.LIST_CONCAT, col.LIST_CONCAT_UNIQUE, rp.STR_REPLACE_VSTRICT, col.CONTAINS,
     col.REPEAT_PERMUTATIONS, base=F_OCATA,
 )
 F_WALLABY = _table(cnd.IF_ELIDE, base=F_PIKE)

@@ -5,7 +5,8 @@ functions stand. A call is checked statically (argument shapes, references) thro
 :class:`CheckContext` and evaluated through a :class:`Resolver`; both are small protocols so
 that the function code knows nothing of where parameters, files or resource data come from.
 
-Function modules (``references``, ``strings``, ``collections``, ``conditions``, ``yaql_expr``)
+Function modules (``references``, ``strings``, ``replace``, ``collections``, ``conditions``,
+``yaql_expr``)
 define :class:`FunctionDef` values; ``versions`` arranges them into one table per template
 version.
 """

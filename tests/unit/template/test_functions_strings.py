@@ -7,19 +7,21 @@ import hashlib
 import pytest
 
 from convergence.template.functions.base import ELIDED, FunctionDef
-from convergence.template.functions.strings import (
-    DIGEST,
-    FN_BASE64,
-    FN_JOIN,
+from convergence.template.functions.replace import (
     FN_REPLACE,
-    FN_SPLIT,
-    LIST_JOIN,
-    LIST_JOIN_MULTI,
-    MAKE_URL,
     STR_REPLACE,
     STR_REPLACE_JSON,
     STR_REPLACE_STRICT,
     STR_REPLACE_VSTRICT,
+)
+from convergence.template.functions.strings import (
+    DIGEST,
+    FN_BASE64,
+    FN_JOIN,
+    FN_SPLIT,
+    LIST_JOIN,
+    LIST_JOIN_MULTI,
+    MAKE_URL,
     STR_SPLIT,
 )
 
