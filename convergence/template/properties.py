@@ -14,13 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from convergence.template.constraints import bool_from_string
 from convergence.template.errors import PROPERTY, Path, Problems
 from convergence.template.functions.base import has_calls
 
 STRING, INTEGER, NUMBER, BOOLEAN, LIST, MAP, ANY = (
     "String", "Integer", "Number", "Boolean", "List", "Map", "Any")
-_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
-_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +107,10 @@ def coerce(schema: PropertySchema, value: Any) -> Any:
                 pass
         raise ValueError(f"must be a number, not {_show(value)}")
     if t == BOOLEAN:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        raise ValueError(f"must be a boolean, not {_show(value)}")
+        try:
+            return bool_from_string(value)
+        except ValueError:
+            raise ValueError(f"must be a boolean, not {_show(value)}") from None
     if t == LIST:
         if isinstance(value, list):
             return value

@@ -80,22 +80,23 @@ def _plain_scalar(text: str) -> Any:
     return text
 
 
-def _to_float(text: str) -> float:
+def _construct(tag: str, text: str) -> Any:
+    """The rare scalar forms (sexagesimal, octal, .inf) through PyYAML's own constructor."""
     loader = yaml.SafeLoader("")
     try:
-        node = yaml.ScalarNode("tag:yaml.org,2002:float", text)
-        return float(loader.construct_yaml_float(node))
+        node = yaml.ScalarNode(f"tag:yaml.org,2002:{tag}", text)
+        return loader.construct_yaml_float(node) if tag == "float" else \
+            loader.construct_yaml_int(node)
     finally:
         loader.dispose()
+
+
+def _to_float(text: str) -> float:
+    return float(_construct("float", text))
 
 
 def _to_int_other(text: str) -> int:
-    loader = yaml.SafeLoader("")
-    try:
-        node = yaml.ScalarNode("tag:yaml.org,2002:int", text)
-        return int(loader.construct_yaml_int(node))
-    finally:
-        loader.dispose()
+    return int(_construct("int", text))
 
 
 _TAGGED: dict[str, Callable[[str], Any]] = {
