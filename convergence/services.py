@@ -6,10 +6,22 @@ as ``TemplateError`` with every problem and its path; the callers decide how to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from convergence.engine.definitions import build_definition
+from convergence.engine.work import PLAN, Work
+from convergence.errors import Conflict, NotFound
 from convergence.plugins.registry import PluginRegistry
+from convergence.store.repository import Tx
+from convergence.store.views import (
+    EventView,
+    NewEvent,
+    RecordView,
+    StackView,
+    TemplateContent,
+)
 from convergence.template import (
     Environment,
     ParameterSchema,
@@ -28,6 +40,9 @@ from convergence.template.constraints import (
     Range,
 )
 from convergence.template.parameters import NO_DEFAULT
+
+if TYPE_CHECKING:
+    from convergence.runtime import Runtime
 
 _HEAT_TYPES = {
     "string": "String", "number": "Number", "comma_delimited_list": "CommaDelimitedList",
@@ -127,3 +142,167 @@ def _heat_constraints(p: ParameterSchema) -> dict[str, Any]:
     if descriptions:
         out["ConstraintDescription"] = " ".join(descriptions)
     return out
+
+
+# Stacks ------------------------------------------------------------------------------------
+
+TERMINAL = ("COMPLETE", "FAILED")
+
+
+def _content(template: str, files: Mapping[str, str] | None, environments: Sequence[Any],
+             parameters: Mapping[str, Any] | None) -> TemplateContent:
+    return TemplateContent(text=template, files=dict(files or {}),
+                           environments=tuple(environments), parameters=dict(parameters or {}))
+
+
+def _accept(rt: Runtime, content: TemplateContent) -> None:
+    """Refuse invalid input before anything is stored (raises TemplateError)."""
+    build_definition(content, rt.registry)
+
+
+def _stack_or_404(tx: Tx, tenant: str, name_or_id: str) -> StackView:
+    stack = tx.find_stack(tenant, name_or_id)
+    if stack is None:
+        raise NotFound(f"The Stack ({name_or_id}) could not be found.")
+    return stack
+
+
+def _begin(tx: Tx, stack: StackView, action: str, template_id: str | None) -> str:
+    """Start a traversal toward the stack's next generation (in the caller's transaction)."""
+    generation = stack.generation + 1
+    deadline = tx.now + stack.timeout_mins * 60 if stack.timeout_mins else None
+    traversal_id = tx.insert_traversal(stack.id, generation, action, template_id, deadline)
+    tx.supersede_traversals(stack.id, keep=traversal_id)
+    tx.update_stack(stack.id, generation=generation, traversal_id=traversal_id,
+                    template_id=template_id if template_id else stack.template_id,
+                    action=action, status="IN_PROGRESS",
+                    status_reason=f"Stack {action} started")
+    tx.add_events(stack.id, traversal_id, generation, [NewEvent(
+        stack.name, stack.id, "OS::Heat::Stack", action, "IN_PROGRESS",
+        f"Stack {action} started")])
+    return traversal_id
+
+
+def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
+                 files: Mapping[str, str] | None = None, environments: Sequence[Any] = (),
+                 parameters: Mapping[str, Any] | None = None, timeout_mins: int | None = None,
+                 disable_rollback: bool = True) -> StackView:
+    """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning."""
+    content = _content(template, files, environments, parameters)
+    _accept(rt, content)
+    stack_id = str(uuid.uuid4())
+    with rt.store.begin() as tx:
+        if tx.find_stack(tenant, name) is not None:
+            raise Conflict(f"The Stack ({name}) already exists.")
+        tid = tx.put_template(content)
+        tx.insert_stack(stack_id, tenant, name, timeout_mins=timeout_mins,
+                        disable_rollback=disable_rollback)
+        stack = tx.stack(stack_id)
+        assert stack is not None
+        traversal_id = _begin(tx, stack, "CREATE", tid)
+        stack = tx.stack(stack_id)
+    rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    assert stack is not None
+    return stack
+
+
+def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None = None, *,
+                 files: Mapping[str, str] | None = None, environments: Sequence[Any] | None = None,
+                 parameters: Mapping[str, Any] | None = None, existing: bool = False,
+                 timeout_mins: int | None = None) -> StackView:
+    """Accept an update; it supersedes whatever traversal is running.
+
+    ``existing`` (PATCH): start from the stack's current template, environment and parameters
+    and apply what is given on top.
+    """
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        current = tx.template(stack.template_id) if stack.template_id else None
+    if stack.action == "DELETE":
+        raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be updated.")
+    if template is None:
+        if not existing or current is None:
+            raise ValueError("a template is required (or use the existing one)")
+        template = current.text
+    if existing and current is not None:
+        files = {**current.files, **(files or {})}
+        environments = list(current.environments) + list(environments or [])
+        parameters = {**current.parameters, **(parameters or {})}
+    content = _content(template, files, environments or (), parameters)
+    _accept(rt, content)
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, stack.id)
+        if stack.action == "DELETE":
+            raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be updated.")
+        if timeout_mins is not None:
+            tx.update_stack(stack.id, timeout_mins=timeout_mins)
+            stack = _stack_or_404(tx, tenant, stack.id)
+        tid = tx.put_template(content)
+        traversal_id = _begin(tx, stack, "UPDATE", tid)
+        stack = _stack_or_404(tx, tenant, stack.id)
+    rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    return stack
+
+
+def delete_stack(rt: Runtime, tenant: str, name_or_id: str) -> StackView:
+    """Delete wins over everything before it."""
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        if stack.deleted_at is not None:
+            return stack
+        traversal_id = _begin(tx, stack, "DELETE", None)
+        stack = _stack_or_404(tx, tenant, stack.id)
+    rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    return stack
+
+
+def get_stack(rt: Runtime, tenant: str, name_or_id: str) -> StackView:
+    with rt.store.begin() as tx:
+        return _stack_or_404(tx, tenant, name_or_id)
+
+
+def list_stacks(rt: Runtime, tenant: str) -> list[StackView]:
+    with rt.store.begin() as tx:
+        return tx.stacks(tenant)
+
+
+def list_resources(rt: Runtime, tenant: str, name_or_id: str) -> list[RecordView]:
+    """The current version of each resource (replaced versions still being cleaned up too)."""
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        return tx.records(stack.id)
+
+
+def list_events(rt: Runtime, tenant: str, name_or_id: str, after: int = 0) -> list[EventView]:
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        return tx.events(stack.id, after)
+
+
+def resume_stack(rt: Runtime, stack: StackView) -> None:
+    """Re-offer a running traversal's work (after the process that ran it stopped)."""
+    if stack.traversal_id and stack.status == "IN_PROGRESS":
+        rt.dispatcher.dispatch(rt.engine.resume(stack.traversal_id))
+
+
+def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
+                   on_progress: Callable[[StackView], None] | None = None,
+                   timeout: float | None = None) -> StackView:
+    """Block until the stack's latest request finished; in embedded mode, run it here."""
+    deadline = rt.clock.now() + timeout if timeout else None
+
+    def finished() -> bool:
+        s = get_stack(rt, tenant, stack_id)
+        if on_progress is not None:
+            on_progress(s)
+        return (s.status in TERMINAL and s.observed_generation == s.generation) or \
+            (deadline is not None and rt.clock.now() > deadline)
+
+    inprocess = rt.inprocess
+    if inprocess is not None:
+        resume_stack(rt, get_stack(rt, tenant, stack_id))
+        inprocess.run(until=finished)
+    else:
+        while not finished():
+            rt.clock.sleep_until(rt.clock.now() + 0.5)
+    return get_stack(rt, tenant, stack_id)

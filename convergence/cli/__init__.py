@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from convergence.cli.db_cmd import db
 from convergence.cli.template_cmd import template
 
 
@@ -17,6 +18,7 @@ def cli() -> None:
 
 
 cli.add_command(template)
+cli.add_command(db)
 
 
 def main() -> None:

@@ -205,3 +205,24 @@ def _num(value: float) -> str:
 def _close(name: str, candidates: Mapping[str, Any]) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def with_defaults(schemas: Mapping[str, PropertySchema] | None,
+                  values: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolved properties as a plugin sees them: defaults filled in, literals coerced."""
+    if schemas is None:
+        return dict(values)
+    out: dict[str, Any] = {}
+    for name, schema in schemas.items():
+        value = values.get(name)
+        if value is None:
+            if schema.default is not None:
+                out[name] = schema.default
+            continue
+        try:
+            out[name] = coerce(schema, value)
+        except ValueError:
+            out[name] = value  # reported by validation; the plugin decides
+    for name, value in values.items():
+        out.setdefault(name, value)
+    return out

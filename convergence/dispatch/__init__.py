@@ -1,0 +1,1 @@
+"""Dispatchers: how work items reach ``Engine.execute``. In-process (threads) or Celery."""

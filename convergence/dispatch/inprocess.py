@@ -1,0 +1,140 @@
+"""The in-process dispatcher: the engine's steps on a thread pool, no broker needed.
+
+What runs when no broker is configured (the embedded default) and in the fast test tier. It
+calls the same ``Engine.execute`` a Celery worker calls. Delayed work (polls of pending
+operations) waits in a heap keyed by due time; with a manual clock, waiting jumps ahead.
+
+Adversity is a parameter: ``shuffle`` runs due work in random order and ``duplicate``
+delivers every item twice, which is how the tests show that steps are order-independent and
+idempotent.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from convergence.clock import Clock
+from convergence.engine.work import Work
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+
+
+@dataclass(order=True, slots=True)
+class _Item:
+    due: float
+    order: int
+    work: Work = None  # type: ignore[assignment]
+    attempt: int = 0
+
+
+class InProcessDispatcher:
+    def __init__(self, execute: Callable[[Work], list[Work]], clock: Clock, *,
+                 threads: int = 1, shuffle: bool = False, duplicate: bool = False,
+                 seed: int | None = None) -> None:
+        self._execute = execute
+        self._clock = clock
+        self._threads = max(1, threads)
+        self._shuffle = shuffle
+        self._duplicate = duplicate
+        self._random = random.Random(seed)
+        self._heap: list[_Item] = []
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self.errors: list[BaseException] = []
+        self.executed = 0
+
+    def dispatch(self, work: Sequence[Work]) -> None:
+        now = self._clock.now()
+        with self._lock:
+            for w in work:
+                copies = 2 if self._duplicate else 1
+                for _ in range(copies):
+                    heapq.heappush(self._heap, _Item(now + w.countdown, next(self._counter), w))
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._heap)
+
+    def _take_due(self, limit: int) -> list[_Item]:
+        now = self._clock.now()
+        with self._lock:
+            due = [i for i in self._heap if i.due <= now]
+            if not due:
+                return []
+            if self._shuffle:
+                chosen = self._random.sample(due, min(limit, len(due)))
+            else:
+                chosen = sorted(due)[:limit]
+            ids = {id(i) for i in chosen}
+            self._heap = [i for i in self._heap if id(i) not in ids]
+            heapq.heapify(self._heap)
+            return chosen
+
+    def _next_due(self) -> float | None:
+        with self._lock:
+            return self._heap[0].due if self._heap else None
+
+    def _run(self, item: _Item) -> None:
+        try:
+            follow = self._execute(item.work)
+        except Exception as exc:  # at-least-once: a failed execution is retried
+            log.exception("work %s failed (attempt %d)", item.work, item.attempt + 1)
+            if item.attempt + 1 >= MAX_ATTEMPTS:
+                self.errors.append(exc)
+                return
+            with self._lock:
+                heapq.heappush(self._heap, _Item(self._clock.now() + 0.1 * (item.attempt + 1),
+                                                 next(self._counter), item.work,
+                                                 item.attempt + 1))
+            return
+        self.executed += 1
+        self.dispatch(follow)
+
+    def run(self, until: Callable[[], bool] | None = None, max_items: int | None = None,
+            stop: threading.Event | None = None) -> bool:
+        """Run work until ``until()`` holds or nothing is left; True if ``until`` held."""
+        done = 0
+        if self._threads == 1:
+            while not (stop is not None and stop.is_set()):
+                if until is not None and until():
+                    return True
+                items = self._take_due(1)
+                if not items:
+                    nxt = self._next_due()
+                    if nxt is None:
+                        return until() if until is not None else True
+                    self._clock.sleep_until(nxt, stop)
+                    continue
+                self._run(items[0])
+                done += 1
+                if max_items is not None and done >= max_items:
+                    return until() if until is not None else False
+            return False
+        with ThreadPoolExecutor(self._threads, thread_name_prefix="step") as pool:
+            running: set[Future[None]] = set()
+            while not (stop is not None and stop.is_set()):
+                if until is not None and until() and not running:
+                    return True
+                room = self._threads - len(running)
+                for item in self._take_due(room) if room > 0 else []:
+                    running.add(pool.submit(self._run, item))
+                if running:
+                    finished, running = wait(running, timeout=0.05,
+                                             return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        f.result()
+                    continue
+                nxt = self._next_due()
+                if nxt is None:
+                    return until() if until is not None else True
+                self._clock.sleep_until(nxt, stop)
+            return False

@@ -1,0 +1,57 @@
+"""Validated stack definitions by template id: parsed once per process, not once per step.
+
+Templates are immutable and content-addressed, so a definition never goes stale; the cache is
+bounded so that a long-running worker does not keep every template it ever saw.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from convergence.store.views import TemplateContent
+from convergence.template import (
+    Problems,
+    StackDefinition,
+    TypeCatalog,
+    parse_environment,
+    validate_stack,
+)
+from convergence.template.source import Limits
+
+
+def build_definition(content: TemplateContent, catalog: TypeCatalog,
+                     limits: Limits | None = None) -> StackDefinition:
+    """Validate stored content into a definition (raises TemplateError if it is invalid)."""
+    problems = Problems()
+    envs = [parse_environment(doc, f"environment[{i}]", problems)
+            for i, doc in enumerate(content.environments)]
+    problems.raise_if_any()
+    limits = limits or Limits(max_bytes=max(len(content.text.encode()) + 1, 1024 * 1024))
+    return validate_stack(content.text, catalog=catalog, environments=envs,
+                          parameters=dict(content.parameters), files=dict(content.files),
+                          limits=limits)
+
+
+class DefinitionCache:
+    def __init__(self, load: Callable[[str], TemplateContent], catalog: TypeCatalog,
+                 size: int = 64) -> None:
+        self._load = load
+        self._catalog = catalog
+        self._size = size
+        self._items: OrderedDict[str, StackDefinition] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, template_id: str) -> StackDefinition:
+        with self._lock:
+            found = self._items.get(template_id)
+            if found is not None:
+                self._items.move_to_end(template_id)
+                return found
+        definition = build_definition(self._load(template_id), self._catalog)
+        with self._lock:
+            self._items[template_id] = definition
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return definition

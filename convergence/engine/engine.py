@@ -1,0 +1,332 @@
+"""The engine: plan traversals and run batches of node steps, each in few transactions.
+
+Called by the dispatchers (in-process and Celery) through :meth:`Engine.execute`, which takes a
+:class:`~convergence.engine.work.Work` item and returns the follow-up work to dispatch after
+its commit. A batch of nodes costs two short transactions whatever its size: one to claim the
+records (a compare-and-swap that bumps each record's fencing token and sets a lease) and load
+what the steps read, one to record every result fenced by its token, mark the nodes done,
+release their successors (locked in a fixed order) and count them off the traversal. Plugins
+are called between the two, with no transaction open.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from convergence.engine.definitions import DefinitionCache
+from convergence.engine.stackdata import RecordData
+from convergence.engine.step import DONE, FAILED, PENDING, RETRY, StepInput, Stepper, StepResult
+from convergence.engine.work import FINISH, NODES, PLAN, Work, batches, merge
+from convergence.graph.plan import RecordInfo, build_plan, choose_records
+from convergence.plugins.base import PluginContext, ResourcePlugin, TestEntities
+from convergence.plugins.registry import PluginRegistry
+from convergence.store.repository import Store, Tx
+from convergence.store.views import (
+    COMPLETE,
+    PLANNING,
+    READY,
+    RUNNING,
+    TRAVERSAL_FAILED,
+    NewEvent,
+    NodeView,
+    RecordView,
+    StackView,
+    TemplateContent,
+    TraversalView,
+)
+from convergence.store.views import DONE as DONE_STATE
+from convergence.store.views import FAILED as FAILED_STATE
+from convergence.template import StackDefinition, StackIdentity, TemplateError, UnknownValue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters for benchmarks and tests (not for correctness)."""
+
+    batches: int = 0
+    nodes: int = 0
+    polls: int = 0
+    fenced_off: int = 0
+    skipped_busy: int = 0
+    stale: int = 0
+    by_outcome: Counter[str] = field(default_factory=Counter)
+
+
+class Engine:
+    def __init__(self, store: Store, registry: PluginRegistry, *, worker_id: str = "",
+                 test_entities: TestEntities | None = None, lease_seconds: float = 30.0,
+                 batch_size: int = 200, max_poll_delay: float = 1.0) -> None:
+        self.store = store
+        self.registry = registry
+        self.worker_id = worker_id or f"engine-{uuid.uuid4().hex[:8]}"
+        self.test_entities = test_entities
+        self.lease_seconds = lease_seconds
+        self.batch_size = batch_size
+        self.max_poll_delay = max_poll_delay
+        self.stats = EngineStats()
+        self._plugins: dict[str, ResourcePlugin] = {}
+        self.definitions = DefinitionCache(self._load_template, registry)
+        self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock)
+
+    # wiring ---------------------------------------------------------------------------------
+    def _load_template(self, template_id: str) -> TemplateContent:
+        with self.store.begin() as tx:
+            return tx.template(template_id)
+
+    def _plugin(self, type_name: str) -> ResourcePlugin | None:
+        plugin = self._plugins.get(type_name)
+        if plugin is None:
+            cls = self.registry.plugin(type_name)
+            if cls is None:
+                return None
+            plugin = self._plugins[type_name] = cls()  # type: ignore[assignment]
+        return plugin
+
+    def _context(self, stack: StackView, record: RecordView) -> PluginContext:
+        return PluginContext(owner=f"{stack.id}/{record.id}", stack_id=stack.id,
+                             stack_name=stack.name, resource_name=record.name,
+                             now=self.store.clock, test_entities=self.test_entities)
+
+    def _replace(self, inp: StepInput, rtype: str) -> RecordView | None:
+        """Create the new version of a record and point the node at it (one transaction)."""
+        owner = self._owner()
+        with self.store.begin() as tx:
+            new_id = tx.insert_replacement(inp.record, inp.token, rtype)
+            if new_id is None:
+                return None
+            tx.set_node_record(inp.traversal_id, inp.node.seq, new_id)
+            tx.claim([new_id], owner, tx.now + self.lease_seconds)
+            return tx.records_by_id([new_id])[new_id]
+
+    def _owner(self) -> str:
+        return f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
+
+    # dispatch entry point ------------------------------------------------------------------
+    def execute(self, work: Work) -> list[Work]:
+        if work.kind == PLAN:
+            return self.plan(work.traversal_id)
+        if work.kind == NODES:
+            return self.run_nodes(work.traversal_id, work.seqs)
+        if work.kind == FINISH:
+            self.finish(work.traversal_id)
+            return []
+        raise ValueError(f"unknown work kind {work.kind!r}")
+
+    # planning -------------------------------------------------------------------------------
+    def plan(self, traversal_id: str) -> list[Work]:
+        """Plan a traversal once; planning again (a duplicate message) re-offers ready nodes."""
+        with self.store.begin() as tx:
+            trav = tx.traversal(traversal_id)
+            if trav is None:
+                return []
+            stack = tx.stack(trav.stack_id)
+            if stack is None or stack.traversal_id != trav.id:
+                return []
+            if trav.state == RUNNING:
+                return list(batches(trav.id, tx.ready_nodes(trav.id), self.batch_size))
+            if trav.state != PLANNING:
+                return []
+            try:
+                definition = self.definitions.get(trav.template_id) if trav.template_id \
+                    else None
+            except TemplateError as exc:
+                # Stored content is validated when accepted; a change of plugins since can
+                # still make it invalid, and that is the traversal's failure, not a crash.
+                tx.start_running(trav.id, 0)
+                tx.count_done(trav.id, 0, 0, f"the template is no longer valid: {exc}")
+                return [Work(FINISH, trav.id)]
+            records = tx.records(stack.id)
+            wanted = dict(definition.dependencies) if definition else {}
+            current = {name: r.id for name, r in choose_records(
+                RecordInfo(r.id, r.name, r.requires, r.replaced_by) for r in records).items()
+                if name in wanted}
+            missing = [(name, definition.resource_types[name]) for name in wanted
+                       if name not in current] if definition else []
+            current.update(tx.insert_records(stack.id, missing))
+            plan = build_plan(wanted, current, [
+                RecordInfo(r.id, r.name, r.requires, r.replaced_by) for r in records])
+            tx.insert_nodes(trav.id, plan.nodes)
+            tx.start_running(trav.id, len(plan.nodes))
+            ready = plan.ready
+        if not plan.nodes:
+            return [Work(FINISH, traversal_id)]
+        return list(batches(traversal_id, ready, self.batch_size))
+
+    # running nodes --------------------------------------------------------------------------
+    def run_nodes(self, traversal_id: str, seqs: Sequence[int]) -> list[Work]:
+        owner = self._owner()
+        self.stats.batches += 1
+        with self.store.begin() as tx:
+            trav = tx.traversal(traversal_id)
+            if trav is None or trav.state != RUNNING:
+                self.stats.stale += 1
+                return []
+            stack = tx.stack(trav.stack_id)
+            if stack is None or stack.traversal_id != trav.id:
+                self.stats.stale += 1
+                return []
+            nodes = [n for n in tx.nodes(trav.id, seqs) if n.state == READY]
+            if not nodes:
+                return []
+            timed_out = trav.deadline is not None and tx.now > trav.deadline
+            record_ids = [n.record_id for n in nodes if n.record_id is not None]
+            before = {rid: r.fencing_token for rid, r in tx.records_by_id(record_ids).items()}
+            tokens = tx.claim(record_ids, owner, tx.now + self.lease_seconds)
+            records = tx.records_by_id(tokens)
+            definition = self._definition(trav)
+            names: set[str] = set()
+            for n in nodes:
+                if n.phase == "cleanup":
+                    names.add(n.name)
+                elif definition is not None:
+                    names |= set(definition.dependencies.get(n.name, ()))
+            heads = tx.heads(stack.id, names)
+        results: list[StepResult] = []
+        for node in nodes:
+            token = tokens.get(node.record_id) if node.record_id is not None else None
+            if token is None or node.record_id is None:
+                # Another worker holds it (a duplicate message, or a poll in flight).
+                self.stats.skipped_busy += 1
+                continue
+            record = records[node.record_id]
+            if timed_out:
+                results.append(self.stepper.fail(
+                    self._input(stack, trav, definition, node, record, token, heads, before),
+                    record, token, record.action if record.action != "INIT" else "CREATE",
+                    "Timed out"))
+                continue
+            inp = self._input(stack, trav, definition, node, record, token, heads, before)
+            results.append(self.stepper.run(inp))
+        self.stats.nodes += len(results)
+        return self._record(trav, stack, results)
+
+    def _input(self, stack: StackView, trav: TraversalView,
+               definition: StackDefinition | None, node: NodeView, record: RecordView,
+               token: int, heads: dict[str, RecordView], before: dict[int, int]) -> StepInput:
+        return StepInput(stack=stack, traversal_id=trav.id, generation=trav.generation,
+                         template_id=trav.template_id, definition=definition, node=node,
+                         record=record, token=token, heads=heads,
+                         worked_on=before.get(record.id, 0) > 0)
+
+    def _definition(self, trav: TraversalView) -> StackDefinition | None:
+        if trav.template_id is None:
+            return None
+        return self.definitions.get(trav.template_id)
+
+    def _record(self, trav: TraversalView, stack: StackView,
+                results: list[StepResult]) -> list[Work]:
+        """The batch's one writing transaction; returns the follow-up work."""
+        if not results:
+            return []
+        follow: list[Work] = []
+        finished = False
+        with self.store.begin() as tx:
+            done: list[int] = []
+            failed: list[int] = []
+            failure = ""
+            events: list[NewEvent] = []
+            for r in results:
+                self.stats.by_outcome[r.outcome] += 1
+                applied = [tx.apply(c) for c in r.changes]
+                if r.changes and not applied[0]:
+                    self.stats.fenced_off += 1  # our lease was taken over: not ours to record
+                    continue
+                events.extend(r.events)
+                if r.outcome == DONE:
+                    done.append(r.seq)
+                elif r.outcome == FAILED:
+                    failed.append(r.seq)
+                    failure = failure or r.reason
+                elif r.outcome in (PENDING, RETRY):
+                    self.stats.polls += 1
+                    delay = min(max(r.delay, 0.0), self.max_poll_delay)
+                    follow.append(Work(NODES, trav.id, (r.seq,), delay))
+            done = tx.finish_nodes(trav.id, done, DONE_STATE)
+            failed = tx.finish_nodes(trav.id, failed, FAILED_STATE)
+            successors: Counter[int] = Counter()
+            for node in tx.nodes(trav.id, done):
+                successors.update(node.successors)
+            ready = tx.release_successors(trav.id, successors)
+            skipped = tx.skip_descendants(trav.id, failed) if failed else 0
+            tx.add_events(stack.id, trav.id, trav.generation, events)
+            if done or failed or skipped:
+                remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
+                finished = remaining <= 0
+        follow.extend(batches(trav.id, ready, self.batch_size))
+        if finished:
+            follow.append(Work(FINISH, trav.id))
+        return merge(follow, self.batch_size)
+
+    # finishing ------------------------------------------------------------------------------
+    def finish(self, traversal_id: str) -> None:
+        """Set the stack's outcome: status, reason, outputs, observed generation."""
+        with self.store.begin() as tx:
+            trav = tx.traversal(traversal_id)
+            if trav is None or trav.state != RUNNING:
+                return
+            stack = tx.stack(trav.stack_id, lock=True)
+            if stack is None or stack.traversal_id != trav.id:
+                return
+            ok = trav.nodes_failed == 0 and not trav.failure
+            status = "COMPLETE" if ok else "FAILED"
+            values: dict[str, object] = {
+                "action": trav.action, "status": status,
+                "status_reason": f"Stack {trav.action} completed successfully" if ok
+                else f"Resource {trav.action} failed: {trav.failure}",
+                "observed_generation": trav.generation,
+            }
+            if ok:
+                values["rollback_template_id"] = trav.template_id
+                values["outputs"] = self._outputs(tx, stack, trav)
+                if trav.action == "DELETE":
+                    values["deleted_at"] = tx.now
+            if tx.finish_stack(stack.id, trav.id, **values):
+                tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
+                tx.add_events(stack.id, trav.id, trav.generation, [NewEvent(
+                    stack.name, stack.id, "OS::Heat::Stack", trav.action, status,
+                    str(values["status_reason"]))])
+
+    def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView) -> dict[str, object]:
+        if trav.template_id is None:
+            return {}
+        definition = self.definitions.get(trav.template_id)
+        names = {ref.target for out in definition.template.outputs.values()
+                 for ref in out.references}
+        resolver = definition.resolver(StackIdentity(stack.name, stack.id, stack.tenant),
+                                       data=RecordData(tx.heads(stack.id, names)))
+        outputs: dict[str, object] = {}
+        for name, out in definition.template.outputs.items():
+            try:
+                if not resolver.is_enabled(out.condition):
+                    continue
+                outputs[name] = {"value": resolver.output(name),
+                                 "description": out.description or ""}
+            except (TemplateError, UnknownValue) as exc:
+                outputs[name] = {"value": None, "description": out.description or "",
+                                 "error": str(exc)}
+        return outputs
+
+    # recovery -------------------------------------------------------------------------------
+    def resume(self, traversal_id: str) -> list[Work]:
+        """Work that re-drives a traversal from the database (after a crash or a Ctrl-C)."""
+        with self.store.begin() as tx:
+            trav = tx.traversal(traversal_id)
+            if trav is None:
+                return []
+            if trav.state == PLANNING:
+                return [Work(PLAN, trav.id)]
+            if trav.state != RUNNING:
+                return []
+            ready = tx.ready_nodes(trav.id)
+            remaining = trav.nodes_remaining
+        if remaining <= 0:
+            return [Work(FINISH, traversal_id)]
+        return list(batches(traversal_id, ready, self.batch_size))
+
+

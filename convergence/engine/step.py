@@ -1,0 +1,254 @@
+"""One node's step, between the two transactions of a batch: decide, then act through the plugin.
+
+Called by ``Engine.run_nodes`` for each node it claimed. Reads only what the batch loaded (the
+node's record, its direct dependencies' records, the definition) and returns a
+:class:`StepResult`: what to write (fenced), which events to record, and whether the node is
+done, failed or pending (to be polled again after a delay). No database access happens here,
+so a slow cloud call holds no transaction open.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from convergence.engine.decide import Action, Desired, Observed, decide_cleanup, decide_converge
+from convergence.engine.stackdata import RecordData
+from convergence.plugins.base import (
+    CREATE,
+    DELETE,
+    UPDATE,
+    PluginContext,
+    Progress,
+    ResourceFailure,
+    ResourcePlugin,
+    RetryLater,
+)
+from convergence.store.views import NewEvent, NodeView, RecordChange, RecordView, StackView
+from convergence.template import StackDefinition, StackIdentity, TemplateError, UnknownValue
+from convergence.template.properties import with_defaults
+
+log = logging.getLogger(__name__)
+
+DONE, FAILED, PENDING, RETRY = "done", "failed", "pending", "retry"
+
+
+@dataclass(slots=True)
+class StepResult:
+    seq: int
+    outcome: str  # done | failed | pending | retry
+    changes: list[RecordChange] = field(default_factory=list)
+    events: list[NewEvent] = field(default_factory=list)
+    delay: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepInput:
+    """Everything one node's step may read."""
+
+    stack: StackView
+    traversal_id: str
+    generation: int
+    template_id: str | None
+    definition: StackDefinition | None
+    node: NodeView
+    record: RecordView
+    token: int
+    heads: Mapping[str, RecordView]
+    worked_on: bool
+
+
+def observed_of(record: RecordView, worked_on: bool = True) -> Observed:
+    return Observed(
+        type=record.type, action=record.action, status=record.status,
+        physical_id=record.physical_id, properties=record.properties,
+        template_id=record.template_id, operation=record.operation,
+        replaced_by=record.replaced_by, worked_on=worked_on,
+    )
+
+
+class Stepper:
+    """Runs node steps with a plugin registry, a clock and the plugins' backends."""
+
+    def __init__(self, plugins: Callable[[str], ResourcePlugin | None],
+                 context: Callable[[StackView, RecordView], PluginContext],
+                 replace: Callable[[StepInput, str], RecordView | None],
+                 now: Callable[[], float]) -> None:
+        self._plugin = plugins
+        self._context = context
+        self._replace = replace
+        self._now = now
+
+    def run(self, inp: StepInput) -> StepResult:
+        try:
+            if inp.node.phase == "converge":
+                return self._converge(inp)
+            return self._cleanup(inp)
+        except Exception as exc:  # a plugin bug must fail the resource, not the worker
+            log.exception("step of %s failed unexpectedly", inp.node.name)
+            return self.fail(inp, inp.record, inp.token, inp.record.action if
+                                inp.record.action != "INIT" else CREATE,
+                                f"{type(exc).__name__}: {exc}")
+
+    # converge -------------------------------------------------------------------------------
+    def _converge(self, inp: StepInput) -> StepResult:
+        definition = inp.definition
+        assert definition is not None and inp.template_id is not None
+        name, record = inp.node.name, inp.record
+        rtype = definition.resource_types[name]
+        plugin = self._plugin(rtype)
+        if plugin is None:
+            return self.fail(inp, record, inp.token, CREATE,
+                                f"resource type '{rtype}' is not available")
+        try:
+            resolver = definition.resolver(
+                StackIdentity(inp.stack.name, inp.stack.id, inp.stack.tenant),
+                data=RecordData(inp.heads))
+            props = with_defaults(plugin.schema.properties, resolver.properties(name))
+        except UnknownValue as exc:
+            return self.fail(inp, record, inp.token, _action_for(record),
+                                f"a value it needs is not available: {exc.what}")
+        except TemplateError as exc:
+            return self.fail(inp, record, inp.token, _action_for(record), str(exc))
+        observed = observed_of(record)
+        replace = observed.action not in ("INIT", "DELETE") and \
+            plugin.needs_replace(record.properties, props)
+        action = decide_converge(observed, Desired(rtype, props, inp.template_id), replace)
+        requires = [inp.heads[d].id for d in sorted(definition.dependencies.get(name, ()))
+                    if d in inp.heads]
+        if action is Action.NOTHING:
+            change = RecordChange(record.id, inp.token, {
+                "template_id": inp.template_id, "generation": inp.generation,
+                "requires": requires})
+            return StepResult(inp.node.seq, DONE, [change])
+        if action is Action.REPLACE:
+            new = self._replace(inp, rtype)
+            if new is None:  # fenced off: someone else holds the record now
+                return StepResult(inp.node.seq, RETRY, delay=0.0)
+            return self._act(inp, plugin, new, new.fencing_token, CREATE, props, requires,
+                             replacing=record)
+        verb = CREATE if action is Action.CREATE else UPDATE
+        if action is Action.POLL:
+            op = record.operation or {}
+            verb = str(op.get("action", CREATE))
+        return self._act(inp, plugin, record, inp.token, verb, props, requires,
+                         poll=action is Action.POLL)
+
+    def _act(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView, token: int,
+             verb: str, props: Mapping[str, Any], requires: list[int], *,
+             poll: bool = False, replacing: RecordView | None = None) -> StepResult:
+        ctx = self._context(inp.stack, record)
+        try:
+            if poll:
+                op = record.operation or {}
+                progress = plugin.poll(ctx, verb, record.physical_id,
+                                       op.get("properties", props), op.get("state", {}))
+            elif verb == CREATE:
+                progress = plugin.create(ctx, props)
+            else:
+                progress = plugin.update(ctx, record.physical_id, record.properties, props)
+        except ResourceFailure as exc:
+            result = self.fail(inp, record, token, verb, str(exc) or "failed")
+            if replacing is not None:
+                result.changes.append(RecordChange(replacing.id, inp.token, {}))
+            return result
+        except RetryLater as exc:
+            result = StepResult(inp.node.seq, RETRY, [RecordChange(record.id, token, {})],
+                                delay=exc.delay, reason=str(exc))
+            if replacing is not None:
+                result.changes.append(RecordChange(replacing.id, inp.token, {}))
+            return result
+        rtype = inp.definition.resource_types[inp.node.name] if inp.definition else record.type
+        physical_id = progress.physical_id or record.physical_id
+        events: list[NewEvent] = []
+        if not poll:
+            events.append(NewEvent(record.name, physical_id, rtype, verb, "IN_PROGRESS",
+                                   "state changed"))
+        if not progress.done:
+            change = RecordChange(record.id, token, {
+                "physical_id": physical_id, "action": verb, "status": "IN_PROGRESS",
+                "type": rtype, "operation": {"action": verb, "state": dict(progress.state),
+                                             "properties": dict(props)},
+            })
+            result = StepResult(inp.node.seq, PENDING, [change], events, delay=progress.delay)
+        else:
+            # An update that reports no attributes keeps the ones it had (a RandomString's
+            # value must survive an in-place update).
+            attributes = dict(progress.attributes) if progress.attributes is not None \
+                else dict(record.attributes)
+            ref = plugin.reference_id(physical_id, props, attributes)
+            change = RecordChange(record.id, token, {
+                "physical_id": physical_id, "action": verb, "status": "COMPLETE",
+                "status_reason": "", "type": rtype, "properties": dict(props),
+                "attributes": attributes, "reference_id": None if ref is None else str(ref),
+                "operation": None, "template_id": inp.template_id,
+                "generation": inp.generation, "requires": requires,
+            })
+            events.append(NewEvent(record.name, physical_id, rtype, verb, "COMPLETE",
+                                   "state changed"))
+            result = StepResult(inp.node.seq, DONE, [change], events)
+        if replacing is not None:
+            result.changes.append(RecordChange(replacing.id, inp.token, {}))
+        return result
+
+    # cleanup --------------------------------------------------------------------------------
+    def _cleanup(self, inp: StepInput) -> StepResult:
+        record = inp.record
+        head = inp.heads.get(record.name)
+        wanted = inp.definition is not None and \
+            record.name in inp.definition.resource_types and \
+            head is not None and head.id == record.id
+        action = decide_cleanup(observed_of(record, inp.worked_on), wanted)
+        if action is Action.NOTHING:
+            return StepResult(inp.node.seq, DONE, [RecordChange(record.id, inp.token, {})])
+        if action is Action.FORGET:
+            return StepResult(inp.node.seq, DONE,
+                              [RecordChange(record.id, inp.token, {}, delete=True)])
+        plugin = self._plugin(record.type)
+        if plugin is None:
+            return self.fail(inp, record, inp.token, DELETE,
+                                f"resource type '{record.type}' is not available")
+        ctx = self._context(inp.stack, record)
+        events: list[NewEvent] = []
+        try:
+            if action is Action.POLL:
+                op = record.operation or {}
+                progress: Progress = plugin.poll(ctx, DELETE, record.physical_id,
+                                                 record.properties, op.get("state", {}))
+            else:
+                events.append(NewEvent(record.name, record.physical_id, record.type, DELETE,
+                                       "IN_PROGRESS", "state changed"))
+                progress = plugin.delete(ctx, record.physical_id, record.properties)
+        except ResourceFailure as exc:
+            return self.fail(inp, record, inp.token, DELETE, str(exc) or "delete failed")
+        except RetryLater as exc:
+            return StepResult(inp.node.seq, RETRY, [RecordChange(record.id, inp.token, {})],
+                              delay=exc.delay, reason=str(exc))
+        if not progress.done:
+            change = RecordChange(record.id, inp.token, {
+                "action": DELETE, "status": "IN_PROGRESS",
+                "operation": {"action": DELETE, "state": dict(progress.state)}})
+            return StepResult(inp.node.seq, PENDING, [change], events, delay=progress.delay)
+        events.append(NewEvent(record.name, record.physical_id, record.type, DELETE,
+                               "COMPLETE", "state changed"))
+        return StepResult(inp.node.seq, DONE,
+                          [RecordChange(record.id, inp.token, {}, delete=True)], events)
+
+    # failures -------------------------------------------------------------------------------
+    def fail(self, inp: StepInput, record: RecordView, token: int, verb: str,
+                reason: str) -> StepResult:
+        message = f"{record.name}: {reason}"
+        change = RecordChange(record.id, token, {
+            "action": verb, "status": "FAILED", "status_reason": reason, "operation": None})
+        event = NewEvent(record.name, record.physical_id, record.type, verb, "FAILED", reason)
+        return StepResult(inp.node.seq, FAILED, [change], [event], reason=message)
+
+
+def _action_for(record: RecordView) -> str:
+    """The action a failure before acting is reported under."""
+    if record.action == "INIT" or (record.action == CREATE and record.status != "COMPLETE"):
+        return CREATE
+    return UPDATE

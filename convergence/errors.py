@@ -1,0 +1,22 @@
+"""Errors of the engine's use cases, apart from user-input errors in templates.
+
+The API maps each family to an HTTP status in one place; the CLI prints them.
+"""
+
+from __future__ import annotations
+
+
+class ConvergenceError(Exception):
+    """Base of the use-case errors."""
+
+
+class NotFound(ConvergenceError):
+    """No such stack (for this tenant), resource, output or event."""
+
+
+class Conflict(ConvergenceError):
+    """The request conflicts with the stack's state (a name in use, a stack being deleted)."""
+
+
+class PreconditionFailed(ConvergenceError):
+    """``If-Match`` named a generation the stack has moved past."""

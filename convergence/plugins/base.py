@@ -1,0 +1,145 @@
+"""What a resource plugin is: a schema, and actions that start at once and are polled.
+
+The engine's step calls a plugin with resolved properties; the plugin never sleeps. An action
+either finishes (``Progress.finished``) or says it is pending with the state it needs to be
+polled later (``Progress.pending``): the engine stores that state, frees the worker and calls
+``poll`` after the delay, possibly on another worker. Every action is idempotent: before
+creating, a plugin looks for what an interrupted attempt of the same record created (by
+``ctx.owner``) and adopts it, so a crash between the cloud call and the database write neither
+leaks nor duplicates.
+
+Errors carry their retry meaning: :class:`ResourceFailure` fails the resource (permanent);
+:class:`RetryLater` asks for the same call again after a delay (transient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from convergence.template.properties import TypeSchema
+
+CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
+
+
+class ResourceFailure(Exception):
+    """The action failed for good; the message is the resource's status reason."""
+
+
+class RetryLater(Exception):
+    """A transient problem (a 409, a 503, a rate limit): call again after ``delay`` seconds."""
+
+    def __init__(self, message: str, delay: float = 1.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where an action stands after a call."""
+
+    done: bool
+    physical_id: str | None = None
+    state: Mapping[str, Any] = field(default_factory=dict)
+    delay: float = 0.0
+    attributes: Mapping[str, Any] | None = None
+
+    @classmethod
+    def finished(cls, physical_id: str | None = None,
+                 attributes: Mapping[str, Any] | None = None) -> Progress:
+        return cls(True, physical_id, {}, 0.0, attributes)
+
+    @classmethod
+    def pending(cls, delay: float, state: Mapping[str, Any],
+                physical_id: str | None = None) -> Progress:
+        return cls(False, physical_id, state, delay, None)
+
+
+class TestEntities(Protocol):
+    """The backend of OS::Heat::TestResource: entities keyed by id, owned by a record."""
+
+    def find(self, owner: str) -> tuple[str, str] | None:
+        """The live entity of ``owner`` as (id, value), if any."""
+        ...
+
+    def create(self, owner: str, value: str) -> str: ...
+
+    def update(self, entity_id: str, value: str) -> None: ...
+
+    def delete(self, entity_id: str) -> None: ...
+
+    def get(self, entity_id: str) -> str | None:
+        """The value of a live entity, or None when it does not exist."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PluginContext:
+    """What a plugin may use: who it works for, a clock, and the backends it talks to."""
+
+    owner: str  # stable key of the resource record: what an interrupted attempt is found by
+    stack_id: str
+    stack_name: str
+    resource_name: str
+    now: Callable[[], float]
+    test_entities: TestEntities | None = None
+
+
+class ResourcePlugin(Protocol):
+    """One resource type. Instances are stateless; all state is in the store."""
+
+    schema: ClassVar[TypeSchema]
+    # A preemptible plugin may abandon a pending action when a newer definition arrives.
+    preemptible: ClassVar[bool]
+
+    def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress: ...
+
+    def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
+               new: Mapping[str, Any]) -> Progress: ...
+
+    def delete(self, ctx: PluginContext, physical_id: str | None,
+               props: Mapping[str, Any]) -> Progress: ...
+
+    def poll(self, ctx: PluginContext, action: str, physical_id: str | None,
+             props: Mapping[str, Any], state: Mapping[str, Any]) -> Progress: ...
+
+    def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool: ...
+
+    def reference_id(self, physical_id: str | None, props: Mapping[str, Any],
+                     attributes: Mapping[str, Any]) -> Any: ...
+
+
+class PluginBase:
+    """Defaults shared by plugins: replacement by schema, no polling, physical id as ref."""
+
+    schema: ClassVar[TypeSchema]
+    preemptible: ClassVar[bool] = False
+
+    def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
+               new: Mapping[str, Any]) -> Progress:
+        return Progress.finished(physical_id)
+
+    def delete(self, ctx: PluginContext, physical_id: str | None,
+               props: Mapping[str, Any]) -> Progress:
+        return Progress.finished(physical_id)
+
+    def poll(self, ctx: PluginContext, action: str, physical_id: str | None,
+             props: Mapping[str, Any], state: Mapping[str, Any]) -> Progress:
+        return Progress.finished(physical_id)
+
+    def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        """Replace when a property that cannot be updated in place changed."""
+        schemas = self.schema.properties
+        if schemas is None:
+            return False
+        for name in set(old) | set(new):
+            if old.get(name) != new.get(name):
+                prop = schemas.get(name)
+                if prop is None or not prop.update_allowed:
+                    return True
+        return False
+
+    def reference_id(self, physical_id: str | None, props: Mapping[str, Any],
+                     attributes: Mapping[str, Any]) -> Any:
+        return physical_id

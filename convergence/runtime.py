@@ -1,0 +1,63 @@
+"""Wiring: the store, the plugins, the engine and a dispatcher, built once per entry point.
+
+The CLI, the API and the worker each call :func:`open_runtime` with their settings. With no
+broker configured, work runs on the in-process dispatcher (the embedded default); with one, it
+is sent to Celery workers.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from convergence.clock import Clock, SystemClock
+from convergence.dispatch.base import Dispatcher
+from convergence.dispatch.inprocess import InProcessDispatcher
+from convergence.engine.engine import Engine
+from convergence.plugins.registry import PluginRegistry
+from convergence.settings import Settings
+from convergence.store.db import make_engine
+from convergence.store.migrate import ensure_schema
+from convergence.store.repository import Store
+from convergence.store.test_entities import SqlTestEntities
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    clock: Clock
+    store: Store
+    registry: PluginRegistry
+    engine: Engine
+    dispatcher: Dispatcher
+    test_entities: SqlTestEntities
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def inprocess(self) -> InProcessDispatcher | None:
+        return self.dispatcher if isinstance(self.dispatcher, InProcessDispatcher) else None
+
+
+def open_runtime(settings: Settings, *, clock: Clock | None = None,
+                 registry: PluginRegistry | None = None, dispatcher: Dispatcher | None = None,
+                 migrate: bool = True, **dispatch_options: Any) -> Runtime:
+    clock = clock or SystemClock()
+    db = make_engine(settings.database_url)
+    if migrate:
+        ensure_schema(db)
+    store = Store(db, clock.now)
+    registry = registry or PluginRegistry.from_entry_points()
+    entities = SqlTestEntities(db, clock.now)
+    worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
+    engine = Engine(store, registry, worker_id=worker_id, test_entities=entities,
+                    lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
+                    max_poll_delay=settings.poll_seconds)
+    if dispatcher is None:
+        if settings.broker_url:
+            from convergence.dispatch.celery_dispatch import CeleryDispatcher
+
+            dispatcher = CeleryDispatcher(settings)
+        else:
+            dispatcher = InProcessDispatcher(engine.execute, clock, **dispatch_options)
+    return Runtime(settings, clock, store, registry, engine, dispatcher, entities)

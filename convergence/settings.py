@@ -1,0 +1,64 @@
+"""Settings: one frozen value, built once in each entry point (CLI, API, worker) from the
+environment, and passed down. Nothing reads the environment anywhere else.
+
+``CONVERGENCE_DATABASE_URL``  SQLAlchemy URL; default: a SQLite file in the user data directory
+``CONVERGENCE_BROKER_URL``    Celery broker (Redis); unset: the in-process dispatcher runs steps
+``CONVERGENCE_DATA_DIR``      where the embedded database lives
+``CONVERGENCE_LEASE_SECONDS`` how long a claimed resource stays claimed without renewal
+``CONVERGENCE_SWEEP_SECONDS`` the sweeper's period
+``CONVERGENCE_BATCH_SIZE``    how many ready nodes of one traversal a message carries
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import platformdirs
+
+_PREFIX = "CONVERGENCE_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str
+    broker_url: str | None = None
+    lease_seconds: float = 30.0
+    sweep_seconds: float = 5.0
+    batch_size: int = 200
+    poll_seconds: float = 1.0  # longest wait between two polls of a pending operation
+    worker_id: str = ""
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker_url is None
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def default_database_url(data_dir: Path | None = None) -> str:
+    folder = data_dir or Path(platformdirs.user_data_dir("convergence"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'convergence.db'}"
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+
+    def get(name: str) -> str | None:
+        value = env.get(_PREFIX + name)
+        return value if value else None
+
+    data_dir = get("DATA_DIR")
+    database_url = get("DATABASE_URL") or default_database_url(Path(data_dir) if data_dir else None)
+    return Settings(
+        database_url=database_url,
+        broker_url=get("BROKER_URL"),
+        lease_seconds=float(get("LEASE_SECONDS") or 30.0),
+        sweep_seconds=float(get("SWEEP_SECONDS") or 5.0),
+        batch_size=int(get("BATCH_SIZE") or 200),
+        poll_seconds=float(get("POLL_SECONDS") or 1.0),
+    )

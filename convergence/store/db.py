@@ -1,0 +1,170 @@
+"""Engines and sessions: the one place a database connection is configured.
+
+Callers: every entry point (CLI, API, worker) builds one engine per process with
+``make_engine(settings.database_url)`` and one ``make_sessionmaker(engine)``; the migration
+code (``store/migrate.py``, ``store/migrations/env.py``) and the benchmarks use the same engine
+so that they see exactly the connection behaviour the engine runs with.
+
+Two backends are supported:
+
+- SQLite, the embedded default. The ``sqlite3`` driver's legacy transaction handling is
+  replaced with SQLAlchemy's recipe: the driver never emits BEGIN itself, and we emit
+  ``BEGIN IMMEDIATE`` when SQLAlchemy begins a transaction. That gives transactional DDL,
+  working SAVEPOINTs and repeatable reads; and because the write lock is taken at BEGIN rather
+  than at the first write, concurrent writers queue on ``busy_timeout`` instead of failing with
+  "database is locked" when a read lock cannot be upgraded (SQLite does not wait in that case,
+  as waiting could deadlock). The price: SQLite transactions, reads included, run one at a
+  time, which WAL keeps short by letting commits skip most fsyncs.
+- PostgreSQL, through psycopg2 (other PostgreSQL drivers work without the psycopg2 tuning).
+
+``sqlite:///:memory:`` uses a single shared connection (``StaticPool``) so that every thread
+sees the same database; it is for tests, and two threads cannot both be inside a transaction
+on it at once (the second BEGIN fails) — concurrency tests need a file.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+# Execution option marking statements that only open a transaction (SQLite's BEGIN), so that
+# statement counters can leave them out: PostgreSQL's BEGIN is sent by the driver, unseen by
+# SQLAlchemy, and the two backends should report the same figures for the same work.
+TRANSACTION_CONTROL = "convergence_transaction_control"
+
+_SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    # With WAL, NORMAL loses at most the last commits on power loss, never consistency.
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=30000",
+)
+
+# Per process: API workers and Celery workers each hold a pool; PostgreSQL's default
+# max_connections (100) has to cover them all.
+_PG_POOL_SIZE = 10
+_PG_MAX_OVERFLOW = 10
+# Recycle before common server and proxy idle timeouts cut connections from under the pool.
+_PG_POOL_RECYCLE_SECONDS = 1800
+
+
+def is_sqlite(url: str | URL) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def redacted_url(url: str | URL) -> str:
+    """The URL without its password, for messages."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """The engine for ``url``, configured for this project's transaction semantics."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        # SQLAlchemy 2.1 picks psycopg (3) for a bare postgresql://; we depend on psycopg2.
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(parsed, echo)
+    if backend == "postgresql":
+        return _postgresql_engine(parsed, echo)
+    raise ValueError(f"unsupported database {redacted_url(parsed)}: use sqlite or postgresql")
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    # Rows read in a transaction stay usable after it commits: the engine hands plain values
+    # on to other steps rather than re-reading each attribute lazily.
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@functools.cache
+def script_directory() -> ScriptDirectory:
+    """The migration scripts shipped in this package (no alembic.ini needed)."""
+    return ScriptDirectory(str(MIGRATIONS_DIR))
+
+
+def head_revisions() -> frozenset[str]:
+    return frozenset(script_directory().get_heads())
+
+
+def current_revisions(engine: Engine) -> frozenset[str]:
+    """The revisions the database is at; empty if it was never migrated."""
+    with engine.connect() as connection:
+        return frozenset(MigrationContext.configure(connection).get_current_heads())
+
+
+def schema_is_current(engine: Engine) -> bool:
+    """Whether the database is migrated to exactly this code's head revision(s)."""
+    return current_revisions(engine) == head_revisions()
+
+
+def _is_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+
+
+def _sqlite_engine(url: URL, echo: bool) -> Engine:
+    memory = _is_memory(url)
+    if not memory and not url.query.get("uri"):
+        # A fresh installation has no data directory yet; sqlite3 would fail to open the file.
+        assert url.database is not None
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}, "echo": echo}
+    if memory:
+        kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # None: the driver emits no BEGIN of its own; _on_begin below does it.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            for pragma in _SQLITE_PRAGMAS:
+                cursor.execute(pragma)
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: Any) -> None:
+        # Returning a connection that used an isolation_level execution option makes the
+        # dialect restore driver-managed transactions (isolation_level ""); undo that.
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return
+        # IMMEDIATE takes the write lock now, so a transaction that reads and then writes
+        # never needs the lock upgrade that fails at once under contention.
+        connection.exec_driver_sql("BEGIN IMMEDIATE", execution_options={TRANSACTION_CONTROL: True})
+
+    return engine
+
+
+def _postgresql_engine(url: URL, echo: bool) -> Engine:
+    kwargs: dict[str, Any] = {
+        "echo": echo,
+        # Workers outlive database restarts and failovers; test connections before use.
+        "pool_pre_ping": True,
+        "pool_size": _PG_POOL_SIZE,
+        "max_overflow": _PG_MAX_OVERFLOW,
+        "pool_recycle": _PG_POOL_RECYCLE_SECONDS,
+    }
+    if url.get_driver_name() == "psycopg2":
+        # Batches executemany() of UPDATE/DELETE into few round trips (INSERTs already use
+        # multi-row VALUES); the planner writes one row per node.
+        kwargs["executemany_mode"] = "values_plus_batch"
+        if "application_name" not in url.query:
+            # Names our sessions in pg_stat_activity.
+            kwargs["connect_args"] = {"application_name": "convergence"}
+    return create_engine(url, **kwargs)

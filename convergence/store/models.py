@@ -1,0 +1,178 @@
+"""The tables: SQLAlchemy 2 typed models. The only place the schema is written down.
+
+Alembic migrations (``store/migrations``) create these tables; the engine reaches them through
+the functions in ``store/`` only. Times are epoch seconds (floats) so that SQLite and
+PostgreSQL compare them the same way and leases need no time-zone arithmetic.
+
+- ``templates``: what a stack should be, immutable and content-addressed (template text,
+  files, environment documents, parameter values).
+- ``stacks``: a tenant's named desired state, with its generation counters and outcome.
+- ``resources``: one row per physical resource *version* (a replacement and what it replaces
+  live side by side); the lease and fencing token of whoever works on it.
+- ``traversals``: one pass toward one generation, with node counters.
+- ``nodes``: the plan of a traversal, one row per (resource record, phase), keyed by a
+  sequence number the planner assigns, with a dependency counter and successor list.
+- ``events``: what happened, for users and clients.
+- ``test_entities``: the backend of OS::Heat::TestResource, apart from the engine's tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Integer primary keys autoincrement on SQLite only as INTEGER; BigInteger elsewhere.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class TemplateRow(Base):
+    __tablename__ = "templates"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the content
+    text: Mapped[str] = mapped_column(Text)
+    files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    environments: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class StackRow(Base):
+    __tablename__ = "stacks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    tenant: Mapped[str] = mapped_column(String(64))
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    observed_generation: Mapped[int] = mapped_column(Integer, default=0)
+    traversal_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    template_id: Mapped[str | None] = mapped_column(ForeignKey("templates.id"), nullable=True)
+    # The last template the stack converged to successfully: what a rollback returns to.
+    rollback_template_id: Mapped[str | None] = mapped_column(
+        ForeignKey("templates.id"), nullable=True)
+    action: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    timeout_mins: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    disable_rollback: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    __table_args__ = (Index("ix_stacks_tenant_name", "tenant", "name"),)
+
+
+class ResourceRow(Base):
+    __tablename__ = "resources"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id"))
+    name: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(255))
+    physical_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    action: Mapped[str] = mapped_column(String(16), default="INIT")
+    status: Mapped[str] = mapped_column(String(16), default="COMPLETE")
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    # The template (and generation) this version was last converged to; None: never.
+    template_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    requires: Mapped[list[Any]] = mapped_column(JSON, default=list)  # record ids built on
+    replaces: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    replaced_by: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # as resolved
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    reference_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # A pending operation's poll state (which action, since when, the plugin's own data).
+    operation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)
+    fencing_token: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_resources_stack_name", "stack_id", "name"),)
+
+
+class TraversalRow(Base):
+    __tablename__ = "traversals"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id"))
+    generation: Mapped[int] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(16))  # CREATE, UPDATE, DELETE, ROLLBACK
+    template_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))  # PLANNING RUNNING COMPLETE FAILED SUPERSEDED
+    nodes_total: Mapped[int] = mapped_column(Integer, default=0)
+    nodes_remaining: Mapped[int] = mapped_column(Integer, default=0)
+    nodes_failed: Mapped[int] = mapped_column(Integer, default=0)
+    failure: Mapped[str] = mapped_column(Text, default="")
+    deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    __table_args__ = (Index("ix_traversals_stack", "stack_id"),)
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    traversal_id: Mapped[str] = mapped_column(ForeignKey("traversals.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    record_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    name: Mapped[str] = mapped_column(String(255))
+    phase: Mapped[str] = mapped_column(String(8))  # converge | cleanup
+    pending: Mapped[int] = mapped_column(Integer)  # predecessors not done yet
+    state: Mapped[str] = mapped_column(String(8))  # WAITING READY DONE FAILED SKIPPED
+    successors: Mapped[list[Any]] = mapped_column(JSON, default=list)  # seqs
+    updated_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_nodes_state", "traversal_id", "state"),)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    stack_id: Mapped[str] = mapped_column(String(36))
+    traversal_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    resource_name: Mapped[str] = mapped_column(String(255))
+    physical_resource_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    resource_type: Mapped[str] = mapped_column(String(255), default="")
+    action: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_events_stack", "stack_id", "id"),)
+
+
+class TestEntityRow(Base):
+    """What OS::Heat::TestResource "creates": counted by tests to catch duplicates and leaks."""
+
+    __tablename__ = "test_entities"
+    __test__ = False
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128))  # the resource record it belongs to
+    value: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    __table_args__ = (Index("ix_test_entities_owner", "owner"),)

@@ -1,0 +1,472 @@
+"""The store: every query the engine and the services make, and nothing else.
+
+``Store`` opens transactions (``with store.begin() as tx``); ``Tx`` offers the primitives a
+step, the planner and the services compose inside one transaction. Queries are Core
+statements on the model tables, batched where a step handles many nodes at once: claiming
+leases, loading records, decrementing successors and writing events are one statement per
+batch, not per node, which is what keeps a traversal linear and cheap per resource.
+
+Writes to a resource record are fenced: they carry the fencing token the writer got when it
+claimed the record, and are refused (not applied) when a later claim bumped the token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    and_,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from convergence.store import models as m
+from convergence.store.views import (
+    COMPLETE,
+    DONE,
+    FAILED,
+    PLANNING,
+    READY,
+    RUNNING,
+    SKIPPED,
+    SUPERSEDED,
+    WAITING,
+    EventView,
+    NewEvent,
+    NodeView,
+    RecordChange,
+    RecordView,
+    StackView,
+    TemplateContent,
+    TraversalView,
+)
+
+T_STACK = cast(Table, m.StackRow.__table__)
+T_TEMPLATE = cast(Table, m.TemplateRow.__table__)
+T_RES = cast(Table, m.ResourceRow.__table__)
+T_TRAV = cast(Table, m.TraversalRow.__table__)
+T_NODE = cast(Table, m.NodeRow.__table__)
+T_EVENT = cast(Table, m.EventRow.__table__)
+
+_CHUNK = 500  # IN-lists are split so no statement grows without bound
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def template_id(content: TemplateContent) -> str:
+    """The content address of a desired state."""
+    canonical = json.dumps(
+        {"text": content.text, "files": dict(content.files),
+         "environments": list(content.environments), "parameters": dict(content.parameters)},
+        sort_keys=True, separators=(",", ":"), default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _stack(row: Any) -> StackView:
+    return StackView(
+        id=row.id, name=row.name, tenant=row.tenant, generation=row.generation,
+        observed_generation=row.observed_generation, traversal_id=row.traversal_id,
+        template_id=row.template_id, rollback_template_id=row.rollback_template_id,
+        action=row.action, status=row.status, status_reason=row.status_reason,
+        outputs=row.outputs or {}, timeout_mins=row.timeout_mins,
+        disable_rollback=row.disable_rollback, created_at=row.created_at,
+        updated_at=row.updated_at, deleted_at=row.deleted_at,
+    )
+
+
+def _traversal(row: Any) -> TraversalView:
+    return TraversalView(
+        id=row.id, stack_id=row.stack_id, generation=row.generation, action=row.action,
+        template_id=row.template_id, state=row.state, nodes_total=row.nodes_total,
+        nodes_remaining=row.nodes_remaining, nodes_failed=row.nodes_failed,
+        failure=row.failure, deadline=row.deadline,
+    )
+
+
+def _record(row: Any) -> RecordView:
+    return RecordView(
+        id=row.id, stack_id=row.stack_id, name=row.name, type=row.type,
+        physical_id=row.physical_id, action=row.action, status=row.status,
+        status_reason=row.status_reason, template_id=row.template_id,
+        generation=row.generation, requires=tuple(row.requires or ()), replaces=row.replaces,
+        replaced_by=row.replaced_by, properties=row.properties or {},
+        attributes=row.attributes or {}, reference_id=row.reference_id,
+        operation=row.operation, fencing_token=row.fencing_token, lease_owner=row.lease_owner,
+        created_at=row.created_at, updated_at=row.updated_at,
+    )
+
+
+def _node(row: Any) -> NodeView:
+    return NodeView(
+        traversal_id=row.traversal_id, seq=row.seq, record_id=row.record_id, name=row.name,
+        phase=row.phase, pending=row.pending, state=row.state,
+        successors=tuple(row.successors or ()),
+    )
+
+
+def _event(row: Any) -> EventView:
+    return EventView(
+        id=row.id, stack_id=row.stack_id, generation=row.generation,
+        resource_name=row.resource_name, physical_resource_id=row.physical_resource_id,
+        resource_type=row.resource_type, action=row.action, status=row.status,
+        reason=row.reason, created_at=row.created_at,
+    )
+
+
+class Tx:
+    """One transaction's worth of primitives. Obtained from ``Store.begin``."""
+
+    def __init__(self, conn: Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+        self._postgres = conn.dialect.name == "postgresql"
+
+    # templates ----------------------------------------------------------------------------
+    def put_template(self, content: TemplateContent) -> str:
+        tid = template_id(content)
+        exists = self.conn.execute(select(T_TEMPLATE.c.id).where(T_TEMPLATE.c.id == tid))
+        if exists.first() is None:
+            self.conn.execute(insert(T_TEMPLATE).values(
+                id=tid, text=content.text, files=dict(content.files),
+                environments=list(content.environments), parameters=dict(content.parameters),
+                created_at=self.now))
+        return tid
+
+    def template(self, tid: str) -> TemplateContent:
+        row = self.conn.execute(select(T_TEMPLATE).where(T_TEMPLATE.c.id == tid)).one()
+        return TemplateContent(row.text, row.files or {}, tuple(row.environments or ()),
+                               row.parameters or {})
+
+    # stacks -------------------------------------------------------------------------------
+    def insert_stack(self, stack_id: str, tenant: str, name: str, *, timeout_mins: int | None,
+                     disable_rollback: bool) -> None:
+        self.conn.execute(insert(T_STACK).values(
+            id=stack_id, name=name, tenant=tenant, generation=0, observed_generation=0,
+            action="INIT", status="COMPLETE", status_reason="", outputs={},
+            timeout_mins=timeout_mins, disable_rollback=disable_rollback,
+            created_at=self.now, updated_at=self.now))
+
+    def stack(self, stack_id: str, *, lock: bool = False) -> StackView | None:
+        query = select(T_STACK).where(T_STACK.c.id == stack_id)
+        if lock and self._postgres:
+            query = query.with_for_update()
+        row = self.conn.execute(query).first()
+        return _stack(row) if row is not None else None
+
+    def find_stack(self, tenant: str, name_or_id: str) -> StackView | None:
+        live = T_STACK.c.deleted_at.is_(None)
+        row = self.conn.execute(select(T_STACK).where(
+            T_STACK.c.tenant == tenant,
+            or_(and_(T_STACK.c.name == name_or_id, live), T_STACK.c.id == name_or_id),
+        ).order_by(T_STACK.c.created_at.desc())).first()
+        return _stack(row) if row is not None else None
+
+    def stacks(self, tenant: str, *, include_deleted: bool = False) -> list[StackView]:
+        query = select(T_STACK).where(T_STACK.c.tenant == tenant)
+        if not include_deleted:
+            query = query.where(T_STACK.c.deleted_at.is_(None))
+        return [_stack(r) for r in self.conn.execute(query.order_by(T_STACK.c.created_at))]
+
+    def update_stack(self, stack_id: str, **values: Any) -> None:
+        self.conn.execute(update(T_STACK).where(T_STACK.c.id == stack_id)
+                          .values(updated_at=self.now, **values))
+
+    def finish_stack(self, stack_id: str, traversal_id: str, **values: Any) -> bool:
+        """Set the outcome, only if this traversal is still the stack's current one."""
+        result = self.conn.execute(update(T_STACK).where(
+            T_STACK.c.id == stack_id, T_STACK.c.traversal_id == traversal_id,
+        ).values(updated_at=self.now, **values))
+        return result.rowcount == 1
+
+    # traversals ---------------------------------------------------------------------------
+    def insert_traversal(self, stack_id: str, generation: int, action: str,
+                         template_id: str | None, deadline: float | None) -> str:
+        tid = str(uuid.uuid4())
+        self.conn.execute(insert(T_TRAV).values(
+            id=tid, stack_id=stack_id, generation=generation, action=action,
+            template_id=template_id, state=PLANNING, nodes_total=0, nodes_remaining=0,
+            nodes_failed=0, failure="", deadline=deadline, created_at=self.now))
+        return tid
+
+    def traversal(self, traversal_id: str) -> TraversalView | None:
+        row = self.conn.execute(select(T_TRAV).where(T_TRAV.c.id == traversal_id)).first()
+        return _traversal(row) if row is not None else None
+
+    def supersede_traversals(self, stack_id: str, keep: str) -> None:
+        self.conn.execute(update(T_TRAV).where(
+            T_TRAV.c.stack_id == stack_id, T_TRAV.c.id != keep,
+            T_TRAV.c.state.in_((PLANNING, RUNNING)),
+        ).values(state=SUPERSEDED, finished_at=self.now))
+
+    def start_running(self, traversal_id: str, total: int) -> bool:
+        result = self.conn.execute(update(T_TRAV).where(
+            T_TRAV.c.id == traversal_id, T_TRAV.c.state == PLANNING,
+        ).values(state=RUNNING, nodes_total=total, nodes_remaining=total))
+        return result.rowcount == 1
+
+    def count_done(self, traversal_id: str, done: int, failed: int, failure: str) -> int:
+        """Take finished nodes off the traversal's counter; returns what remains."""
+        values: dict[str, Any] = {
+            "nodes_remaining": T_TRAV.c.nodes_remaining - (done + failed),
+            "nodes_failed": T_TRAV.c.nodes_failed + failed,
+        }
+        if failure:
+            values["failure"] = func.coalesce(func.nullif(T_TRAV.c.failure, ""), failure)
+        self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id).values(**values))
+        return int(self.conn.execute(select(T_TRAV.c.nodes_remaining)
+                                     .where(T_TRAV.c.id == traversal_id)).scalar_one())
+
+    def end_traversal(self, traversal_id: str, state: str) -> bool:
+        result = self.conn.execute(update(T_TRAV).where(
+            T_TRAV.c.id == traversal_id, T_TRAV.c.state == RUNNING,
+        ).values(state=state, finished_at=self.now))
+        return result.rowcount == 1
+
+    # records ------------------------------------------------------------------------------
+    def records(self, stack_id: str) -> list[RecordView]:
+        rows = self.conn.execute(select(T_RES).where(T_RES.c.stack_id == stack_id)
+                                 .order_by(T_RES.c.id))
+        return [_record(r) for r in rows]
+
+    def records_by_id(self, ids: Iterable[int]) -> dict[int, RecordView]:
+        out: dict[int, RecordView] = {}
+        for chunk in _chunks(sorted(set(ids))):
+            for r in self.conn.execute(select(T_RES).where(T_RES.c.id.in_(chunk))):
+                out[r.id] = _record(r)
+        return out
+
+    def heads(self, stack_id: str, names: Iterable[str]) -> dict[str, RecordView]:
+        """The newest unreplaced record of each name."""
+        out: dict[str, RecordView] = {}
+        for chunk in _chunks(sorted(set(names))):
+            rows = self.conn.execute(select(T_RES).where(
+                T_RES.c.stack_id == stack_id, T_RES.c.name.in_(chunk),
+                T_RES.c.replaced_by.is_(None)).order_by(T_RES.c.id))
+            for r in rows:
+                out[r.name] = _record(r)
+        return out
+
+    def insert_records(self, stack_id: str, items: Sequence[tuple[str, str]]) -> dict[str, int]:
+        """New (never created) records for resources; returns their ids by name."""
+        if not items:
+            return {}
+        rows = [{"stack_id": stack_id, "name": name, "type": rtype, "action": "INIT",
+                 "status": "COMPLETE", "status_reason": "", "generation": 0, "requires": [],
+                 "properties": {}, "attributes": {}, "fencing_token": 0,
+                 "created_at": self.now, "updated_at": self.now} for name, rtype in items]
+        ids: dict[str, int] = {}
+        for chunk in _chunks(rows):
+            result = self.conn.execute(insert(T_RES).returning(T_RES.c.id, T_RES.c.name), chunk)
+            for rid, name in result:
+                ids[name] = rid
+        return ids
+
+    def insert_replacement(self, old: RecordView, token: int, rtype: str) -> int | None:
+        """A new version of ``old`` (fenced on old's token); None if the fence refused."""
+        rid = self.conn.execute(insert(T_RES).values(
+            stack_id=old.stack_id, name=old.name, type=rtype, action="INIT", status="COMPLETE",
+            status_reason="", generation=0, requires=[], replaces=old.id, properties={},
+            attributes={}, fencing_token=0, created_at=self.now, updated_at=self.now,
+        ).returning(T_RES.c.id)).scalar_one()
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.id == old.id, T_RES.c.fencing_token == token,
+        ).values(replaced_by=rid, updated_at=self.now))
+        if result.rowcount != 1:
+            self.conn.execute(delete(T_RES).where(T_RES.c.id == rid))
+            return None
+        return int(rid)
+
+    def claim(self, record_ids: Sequence[int], owner: str,
+              until: float) -> dict[int, int]:
+        """Lease records to ``owner``; returns the fencing token of each one it now holds."""
+        tokens: dict[int, int] = {}
+        for chunk in _chunks(sorted(set(record_ids))):
+            self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk),
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now,
+                    T_RES.c.lease_owner == owner),
+            ).values(lease_owner=owner, lease_expires=until,
+                     fencing_token=T_RES.c.fencing_token + 1))
+            rows = self.conn.execute(select(T_RES.c.id, T_RES.c.fencing_token).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
+                T_RES.c.lease_expires == until))
+            tokens.update({r.id: r.fencing_token for r in rows})
+        return tokens
+
+    def apply(self, change: RecordChange) -> bool:
+        """Write what a step learned, fenced; releases the lease. False if fenced off."""
+        where = and_(T_RES.c.id == change.record_id, T_RES.c.fencing_token == change.token)
+        if change.delete:
+            result = self.conn.execute(delete(T_RES).where(where))
+        else:
+            result = self.conn.execute(update(T_RES).where(where).values(
+                lease_owner=None, lease_expires=None, updated_at=self.now, **change.values))
+        return result.rowcount == 1
+
+    def release(self, record_ids: Iterable[int], owner: str) -> None:
+        for chunk in _chunks(sorted(set(record_ids))):
+            self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
+            ).values(lease_owner=None, lease_expires=None))
+
+    # nodes --------------------------------------------------------------------------------
+    def insert_nodes(self, traversal_id: str, nodes: Sequence[Any]) -> None:
+        rows = [{"traversal_id": traversal_id, "seq": n.seq, "record_id": n.record_id,
+                 "name": n.name, "phase": n.phase, "pending": n.pending,
+                 "state": READY if n.pending == 0 else WAITING,
+                 "successors": list(n.successors), "updated_at": self.now} for n in nodes]
+        for chunk in _chunks(rows, 1000):
+            self.conn.execute(insert(T_NODE), chunk)
+
+    def nodes(self, traversal_id: str, seqs: Iterable[int]) -> list[NodeView]:
+        out: list[NodeView] = []
+        for chunk in _chunks(sorted(set(seqs))):
+            rows = self.conn.execute(select(T_NODE).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk)))
+            out.extend(_node(r) for r in rows)
+        return out
+
+    def ready_nodes(self, traversal_id: str) -> list[int]:
+        rows = self.conn.execute(select(T_NODE.c.seq).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == READY))
+        return [r.seq for r in rows]
+
+    def node_states(self, traversal_id: str) -> dict[str, int]:
+        rows = self.conn.execute(select(T_NODE.c.state, func.count()).where(
+            T_NODE.c.traversal_id == traversal_id).group_by(T_NODE.c.state))
+        return {state: count for state, count in rows}
+
+    def set_node_record(self, traversal_id: str, seq: int, record_id: int) -> None:
+        self.conn.execute(update(T_NODE).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == seq,
+        ).values(record_id=record_id))
+
+    def finish_nodes(self, traversal_id: str, seqs: Sequence[int], state: str) -> list[int]:
+        """Mark nodes DONE or FAILED; returns those that were not finished already."""
+        changed: list[int] = []
+        for chunk in _chunks(sorted(set(seqs))):
+            open_rows = self.conn.execute(select(T_NODE.c.seq).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                T_NODE.c.state.in_((WAITING, READY))))
+            open_seqs = [r.seq for r in open_rows]
+            if open_seqs:
+                self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(open_seqs),
+                ).values(state=state, updated_at=self.now))
+            changed.extend(open_seqs)
+        return changed
+
+    def release_successors(self, traversal_id: str, counts: Mapping[int, int]) -> list[int]:
+        """Decrement successors' counters; returns the ones that became ready.
+
+        Rows are locked in ascending order first, so that two workers finishing nodes with
+        common successors (fan-in) queue up rather than deadlock.
+        """
+        seqs = sorted(counts)
+        if not seqs:
+            return []
+        by_amount: dict[int, list[int]] = {}
+        for seq in seqs:
+            by_amount.setdefault(counts[seq], []).append(seq)
+        for chunk in _chunks(seqs):
+            if self._postgres:
+                self.conn.execute(select(T_NODE.c.seq).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                ).order_by(T_NODE.c.seq).with_for_update())
+        for amount, group in by_amount.items():
+            for chunk in _chunks(group):
+                self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                ).values(pending=T_NODE.c.pending - amount))
+        ready: list[int] = []
+        for chunk in _chunks(seqs):
+            rows = self.conn.execute(select(T_NODE.c.seq).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                T_NODE.c.pending <= 0, T_NODE.c.state == WAITING))
+            now_ready = [r.seq for r in rows]
+            if now_ready:
+                self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(now_ready),
+                ).values(state=READY, updated_at=self.now))
+            ready.extend(now_ready)
+        return ready
+
+    def skip_descendants(self, traversal_id: str, seqs: Iterable[int]) -> int:
+        """Nodes that can never run because something before them failed: SKIPPED."""
+        frontier = set(seqs)
+        skipped = 0
+        seen: set[int] = set()
+        while frontier:
+            nodes = self.nodes(traversal_id, frontier)
+            seen |= frontier
+            nxt: set[int] = set()
+            for n in nodes:
+                nxt.update(s for s in n.successors if s not in seen)
+            if not nxt:
+                break
+            targets = [n.seq for n in self.nodes(traversal_id, nxt)
+                       if n.state in (WAITING, READY)]
+            if targets:
+                for chunk in _chunks(sorted(targets)):
+                    self.conn.execute(update(T_NODE).where(
+                        T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    ).values(state=SKIPPED, updated_at=self.now))
+                skipped += len(targets)
+            frontier = set(targets)
+        return skipped
+
+    # events -------------------------------------------------------------------------------
+    def add_events(self, stack_id: str, traversal_id: str | None, generation: int,
+                   events: Sequence[NewEvent]) -> None:
+        if not events:
+            return
+        rows = [{"stack_id": stack_id, "traversal_id": traversal_id, "generation": generation,
+                 "resource_name": e.resource_name, "physical_resource_id": e.physical_resource_id,
+                 "resource_type": e.resource_type, "action": e.action, "status": e.status,
+                 "reason": e.reason, "created_at": self.now} for e in events]
+        for chunk in _chunks(rows, 1000):
+            self.conn.execute(insert(T_EVENT), chunk)
+
+    def events(self, stack_id: str, after: int = 0, limit: int | None = None) -> list[EventView]:
+        query = select(T_EVENT).where(T_EVENT.c.stack_id == stack_id, T_EVENT.c.id > after) \
+            .order_by(T_EVENT.c.id)
+        if limit:
+            query = query.limit(limit)
+        return [_event(r) for r in self.conn.execute(query)]
+
+
+class Store:
+    """Opens transactions on one database."""
+
+    def __init__(self, engine: Engine, clock: Callable[[], float] = time.time) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    @contextmanager
+    def begin(self) -> Iterator[Tx]:
+        with self.engine.begin() as conn:
+            yield Tx(conn, self.clock())
+
+    def read(self) -> Any:
+        """A transaction for reading only (same as begin; named for the reader)."""
+        return self.begin()
+
+
+__all__ = ["COMPLETE", "DONE", "FAILED", "SKIPPED", "Store", "Tx", "template_id"]

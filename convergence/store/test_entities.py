@@ -1,0 +1,71 @@
+"""OS::Heat::TestResource's backend in the database, shared by every worker process.
+
+Kept in a table of its own (``test_entities``), apart from the engine's tables, so that tests
+can count what really exists: an entity created twice or left behind is a visible bug.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import cast
+
+from sqlalchemy import Engine, Table, insert, select, update
+
+from convergence.store.models import TestEntityRow
+
+T = cast(Table, TestEntityRow.__table__)
+
+
+class SqlTestEntities:
+    __test__ = False
+
+    def __init__(self, engine: Engine, now: Callable[[], float] = time.time) -> None:
+        self._engine = engine
+        self._now = now
+
+    def find(self, owner: str) -> tuple[str, str] | None:
+        with self._engine.begin() as conn:
+            row = conn.execute(select(T.c.id, T.c.value).where(
+                T.c.owner == owner, T.c.deleted_at.is_(None))).first()
+        return (row.id, row.value) if row is not None else None
+
+    def create(self, owner: str, value: str) -> str:
+        entity_id = str(uuid.uuid4())
+        with self._engine.begin() as conn:
+            conn.execute(insert(T).values(id=entity_id, owner=owner, value=value,
+                                          created_at=self._now()))
+        return entity_id
+
+    def update(self, entity_id: str, value: str) -> None:
+        with self._engine.begin() as conn:
+            result = conn.execute(update(T).where(T.c.id == entity_id, T.c.deleted_at.is_(None))
+                                  .values(value=value))
+        if result.rowcount != 1:
+            raise KeyError(entity_id)
+
+    def delete(self, entity_id: str) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(update(T).where(T.c.id == entity_id, T.c.deleted_at.is_(None))
+                         .values(deleted_at=self._now()))
+
+    def get(self, entity_id: str) -> str | None:
+        with self._engine.begin() as conn:
+            row = conn.execute(select(T.c.value).where(
+                T.c.id == entity_id, T.c.deleted_at.is_(None))).first()
+        return row.value if row is not None else None
+
+    # inspection, for tests and tools ------------------------------------------------------
+    def live(self) -> dict[str, tuple[str, str]]:
+        with self._engine.begin() as conn:
+            rows = conn.execute(select(T.c.id, T.c.owner, T.c.value)
+                                .where(T.c.deleted_at.is_(None)))
+            return {r.id: (r.owner, r.value) for r in rows}
+
+    def created_count(self, owner: str | None = None) -> int:
+        with self._engine.begin() as conn:
+            query = select(T.c.id)
+            if owner is not None:
+                query = query.where(T.c.owner == owner)
+            return len(conn.execute(query).all())

@@ -1,0 +1,147 @@
+"""Plain values the store hands out and takes in: no SQLAlchemy objects leave ``store/``.
+
+The engine, the services and the CLI read these; the repository builds them from rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Node states
+WAITING, READY, DONE, FAILED, SKIPPED = "WAITING", "READY", "DONE", "FAILED", "SKIPPED"
+# Traversal states
+PLANNING, RUNNING, COMPLETE, SUPERSEDED = "PLANNING", "RUNNING", "COMPLETE", "SUPERSEDED"
+TRAVERSAL_FAILED = "FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateContent:
+    """Everything a stack's desired state is made of; its hash is its id."""
+
+    text: str
+    files: Mapping[str, str] = field(default_factory=dict)
+    environments: tuple[Any, ...] = ()
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StackView:
+    id: str
+    name: str
+    tenant: str
+    generation: int
+    observed_generation: int
+    traversal_id: str | None
+    template_id: str | None
+    rollback_template_id: str | None
+    action: str
+    status: str
+    status_reason: str
+    outputs: Mapping[str, Any]
+    timeout_mins: int | None
+    disable_rollback: bool
+    created_at: float
+    updated_at: float
+    deleted_at: float | None
+
+    @property
+    def stack_status(self) -> str:
+        return f"{self.action}_{self.status}"
+
+
+@dataclass(frozen=True, slots=True)
+class TraversalView:
+    id: str
+    stack_id: str
+    generation: int
+    action: str
+    template_id: str | None
+    state: str
+    nodes_total: int
+    nodes_remaining: int
+    nodes_failed: int
+    failure: str
+    deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    id: int
+    stack_id: str
+    name: str
+    type: str
+    physical_id: str | None
+    action: str
+    status: str
+    status_reason: str
+    template_id: str | None
+    generation: int
+    requires: tuple[int, ...]
+    replaces: int | None
+    replaced_by: int | None
+    properties: Mapping[str, Any]
+    attributes: Mapping[str, Any]
+    reference_id: Any
+    operation: Mapping[str, Any] | None
+    fencing_token: int
+    lease_owner: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    traversal_id: str
+    seq: int
+    record_id: int | None
+    name: str
+    phase: str
+    pending: int
+    state: str
+    successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    id: int
+    stack_id: str
+    generation: int
+    resource_name: str
+    physical_resource_id: str | None
+    resource_type: str
+    action: str
+    status: str
+    reason: str
+    created_at: float
+
+
+@dataclass(slots=True)
+class NewEvent:
+    resource_name: str
+    physical_resource_id: str | None
+    resource_type: str
+    action: str
+    status: str
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class RecordChange:
+    """What a step learned about a record, written fenced by its token."""
+
+    record_id: int
+    token: int
+    values: dict[str, Any]
+    delete: bool = False  # the record is gone: remove its row
+
+
+@dataclass(slots=True)
+class NodeOutcome:
+    """The end of one node's step (pending steps have no outcome: they are polled again)."""
+
+    seq: int
+    failed: bool = False
+    reason: str = ""
+    record_id: int | None = None  # a converge node whose record changed (a replacement)

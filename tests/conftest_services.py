@@ -1,0 +1,102 @@
+"""External services for tests: where PostgreSQL is, and whether to skip or fail without it.
+
+Callers: any test tier that needs a real PostgreSQL (``tests/store`` first). Plain functions
+rather than fixtures, so that each tier builds the fixtures it needs (scope, cleanup) on top.
+
+Outside CI a missing service skips the test, so a laptop without PostgreSQL can still run
+the suite; in CI (the ``CI`` environment variable is set, as every CI system does) it fails,
+so that a broken service container cannot silently turn the PostgreSQL tests into skips.
+
+``CONVERGENCE_TEST_POSTGRES_URL`` names the server and a database to administer it from
+(default ``postgresql+psycopg2://postgres@127.0.0.1:5432/postgres``); tests get databases of
+their own on that server, created on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+import pytest
+from psycopg2 import errors, sql
+
+_ADMIN_URL_VARIABLE = "CONVERGENCE_TEST_POSTGRES_URL"
+_DEFAULT_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+_CONNECT_TIMEOUT_SECONDS = 3
+
+
+def in_ci() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip the calling test, or fail it in CI, where every service must be there."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: required services must be available)",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+def _admin_url() -> str:
+    return os.environ.get(_ADMIN_URL_VARIABLE) or _DEFAULT_ADMIN_URL
+
+
+def _libpq_dsn(url: str) -> str:
+    # libpq takes postgresql:// URIs itself; only SQLAlchemy's "+driver" has to go.
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme=parts.scheme.split("+", 1)[0]))
+
+
+def _with_database(url: str, dbname: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+
+
+@functools.cache
+def _unreachable_reason() -> str | None:
+    # Cached: when the server is down, every test would otherwise wait for the timeout.
+    try:
+        psycopg2.connect(_libpq_dsn(_admin_url()),
+                         connect_timeout=_CONNECT_TIMEOUT_SECONDS).close()
+    except psycopg2.Error as exc:
+        return f"PostgreSQL unreachable at {urlsplit(_admin_url()).netloc}: {exc}".strip()
+    return None
+
+
+def require_postgres() -> None:
+    """Skip (fail in CI) the calling test unless the PostgreSQL server answers."""
+    reason = _unreachable_reason()
+    if reason is not None:
+        skip_or_fail(reason)
+
+
+def postgres_url(dbname: str) -> str:
+    """SQLAlchemy URL of database ``dbname`` on the test server, created if missing."""
+    require_postgres()
+    connection = psycopg2.connect(_libpq_dsn(_admin_url()),
+                                  connect_timeout=_CONNECT_TIMEOUT_SECONDS)
+    try:
+        connection.autocommit = True  # CREATE DATABASE cannot run inside a transaction
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,))
+            if cursor.fetchone() is None:
+                try:
+                    cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+                except errors.DuplicateDatabase:
+                    pass  # another test process created it meanwhile
+    finally:
+        connection.close()
+    return _with_database(_admin_url(), dbname)
+
+
+def reset_postgres_schema(url: str) -> None:
+    """Empty database ``url``: drop and recreate its ``public`` schema."""
+    connection = psycopg2.connect(_libpq_dsn(url), connect_timeout=_CONNECT_TIMEOUT_SECONDS)
+    try:
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute("DROP SCHEMA IF EXISTS public CASCADE")
+            cursor.execute("CREATE SCHEMA public")
+    finally:
+        connection.close()
