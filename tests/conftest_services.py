@@ -14,6 +14,7 @@ their own on that server, created on first use.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from urllib.parse import urlsplit, urlunsplit
@@ -60,7 +61,8 @@ def _unreachable_reason() -> str | None:
         psycopg2.connect(_libpq_dsn(_admin_url()),
                          connect_timeout=_CONNECT_TIMEOUT_SECONDS).close()
     except psycopg2.Error as exc:
-        return f"PostgreSQL unreachable at {urlsplit(_admin_url()).netloc}: {exc}".strip()
+        where = urlsplit(_admin_url())  # host and port only: the URL may hold a password
+        return f"PostgreSQL unreachable at {where.hostname}:{where.port or 5432}: {exc}".strip()
     return None
 
 
@@ -81,10 +83,9 @@ def postgres_url(dbname: str) -> str:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,))
             if cursor.fetchone() is None:
-                try:
+                # Another test process may create it meanwhile.
+                with contextlib.suppress(errors.DuplicateDatabase):
                     cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-                except errors.DuplicateDatabase:
-                    pass  # another test process created it meanwhile
     finally:
         connection.close()
     return _with_database(_admin_url(), dbname)

@@ -43,13 +43,16 @@ class DefinitionCache:
         self._items: OrderedDict[str, StackDefinition] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, template_id: str) -> StackDefinition:
+    def get(self, template_id: str,
+            load: Callable[[str], TemplateContent] | None = None) -> StackDefinition:
+        """The definition of a template; ``load`` reads it within the caller's transaction
+        (a second connection could wait on the caller's own lock)."""
         with self._lock:
             found = self._items.get(template_id)
             if found is not None:
                 self._items.move_to_end(template_id)
                 return found
-        definition = build_definition(self._load(template_id), self._catalog)
+        definition = build_definition((load or self._load)(template_id), self._catalog)
         with self._lock:
             self._items[template_id] = definition
             while len(self._items) > self._size:

@@ -112,7 +112,7 @@ class Engine:
         if work.kind == PLAN:
             return self.plan(work.traversal_id)
         if work.kind == NODES:
-            return self.run_nodes(work.traversal_id, work.seqs)
+            return self.run_nodes(work.traversal_id, work.seqs, work.expect)
         if work.kind == FINISH:
             self.finish(work.traversal_id)
             return []
@@ -133,8 +133,8 @@ class Engine:
             if trav.state != PLANNING:
                 return []
             try:
-                definition = self.definitions.get(trav.template_id) if trav.template_id \
-                    else None
+                definition = self.definitions.get(trav.template_id, tx.template) \
+                    if trav.template_id else None
             except TemplateError as exc:
                 # Stored content is validated when accepted; a change of plugins since can
                 # still make it invalid, and that is the traversal's failure, not a crash.
@@ -159,7 +159,8 @@ class Engine:
         return list(batches(traversal_id, ready, self.batch_size))
 
     # running nodes --------------------------------------------------------------------------
-    def run_nodes(self, traversal_id: str, seqs: Sequence[int]) -> list[Work]:
+    def run_nodes(self, traversal_id: str, seqs: Sequence[int],
+                  expect: int | None = None) -> list[Work]:
         owner = self._owner()
         self.stats.batches += 1
         with self.store.begin() as tx:
@@ -177,9 +178,12 @@ class Engine:
             timed_out = trav.deadline is not None and tx.now > trav.deadline
             record_ids = [n.record_id for n in nodes if n.record_id is not None]
             before = {rid: r.fencing_token for rid, r in tx.records_by_id(record_ids).items()}
+            if expect is not None and any(t != expect for t in before.values()):
+                self.stats.stale += 1  # a duplicate of a poll someone already made
+                return []
             tokens = tx.claim(record_ids, owner, tx.now + self.lease_seconds)
             records = tx.records_by_id(tokens)
-            definition = self._definition(trav)
+            definition = self._definition(trav, tx)
             names: set[str] = set()
             for n in nodes:
                 if n.phase == "cleanup":
@@ -214,10 +218,10 @@ class Engine:
                          record=record, token=token, heads=heads,
                          worked_on=before.get(record.id, 0) > 0)
 
-    def _definition(self, trav: TraversalView) -> StackDefinition | None:
+    def _definition(self, trav: TraversalView, tx: Tx) -> StackDefinition | None:
         if trav.template_id is None:
             return None
-        return self.definitions.get(trav.template_id)
+        return self.definitions.get(trav.template_id, tx.template)
 
     def _record(self, trav: TraversalView, stack: StackView,
                 results: list[StepResult]) -> list[Work]:
@@ -246,7 +250,8 @@ class Engine:
                 elif r.outcome in (PENDING, RETRY):
                     self.stats.polls += 1
                     delay = min(max(r.delay, 0.0), self.max_poll_delay)
-                    follow.append(Work(NODES, trav.id, (r.seq,), delay))
+                    follow.append(Work(NODES, trav.id, (r.seq,), delay, r.changes[0].token
+                                       if r.changes else None))
             done = tx.finish_nodes(trav.id, done, DONE_STATE)
             failed = tx.finish_nodes(trav.id, failed, FAILED_STATE)
             successors: Counter[int] = Counter()
@@ -295,7 +300,7 @@ class Engine:
     def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView) -> dict[str, object]:
         if trav.template_id is None:
             return {}
-        definition = self.definitions.get(trav.template_id)
+        definition = self.definitions.get(trav.template_id, tx.template)
         names = {ref.target for out in definition.template.outputs.values()
                  for ref in out.references}
         resolver = definition.resolver(StackIdentity(stack.name, stack.id, stack.tenant),

@@ -20,13 +20,22 @@ class Work:
     traversal_id: str
     seqs: tuple[int, ...] = ()
     countdown: float = 0.0
+    # For a poll: the fencing token its record had when the poll was scheduled. A copy of the
+    # message that arrives after someone else already polled finds a newer token and stops,
+    # so duplicated deliveries never multiply the polling.
+    expect: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "traversal_id": self.traversal_id, "seqs": list(self.seqs)}
+        data: dict[str, Any] = {"kind": self.kind, "traversal_id": self.traversal_id,
+                                "seqs": list(self.seqs)}
+        if self.expect is not None:
+            data["expect"] = self.expect
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], countdown: float = 0.0) -> Work:
-        return cls(data["kind"], data["traversal_id"], tuple(data.get("seqs", ())), countdown)
+        return cls(data["kind"], data["traversal_id"], tuple(data.get("seqs", ())), countdown,
+                   data.get("expect"))
 
 
 def batches(traversal_id: str, seqs: Sequence[int], size: int,
@@ -41,7 +50,7 @@ def merge(items: Iterable[Work], size: int) -> list[Work]:
     grouped: dict[tuple[str, str, float], list[int]] = {}
     others: list[Work] = []
     for w in items:
-        if w.kind == NODES:
+        if w.kind == NODES and w.expect is None:
             grouped.setdefault((w.kind, w.traversal_id, round(w.countdown, 3)), []).extend(w.seqs)
         else:
             others.append(w)

@@ -112,8 +112,9 @@ class StatementCounter:
                            executemany: bool) -> None:
         if context is not None and context.execution_options.get(TRANSACTION_CONTROL):
             return
-        if (executemany and parameters is not None
-                and (context is None or context.execute_style is not ExecuteStyle.INSERTMANYVALUES)):
+        multi_row_insert = (context is not None
+                            and context.execute_style is ExecuteStyle.INSERTMANYVALUES)
+        if executemany and parameters is not None and not multi_row_insert:
             statements = len(parameters)
         else:
             statements = 1

@@ -8,11 +8,14 @@ migrates itself on start). ``migrations/env.py`` uses ``migration_connection`` t
 A migration run is one transaction: PostgreSQL has transactional DDL, and the SQLite engine
 (``db.py``) makes SQLite's DDL transactional as well. A run that fails leaves the schema as it
 was, and processes that start together migrate one after the other (SQLite's write lock, a
-PostgreSQL advisory lock), the later ones finding nothing left to do.
+PostgreSQL advisory lock), the later ones finding nothing left to do. Within one process runs
+are also serialised by a plain lock: Alembic keeps the running migration in module globals
+(``alembic.context``, ``alembic.op``), so two overlapping runs would mix up their state.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -36,6 +39,7 @@ from convergence.store.db import (
 # Arbitrary but fixed: every Convergence process migrating a PostgreSQL database takes the
 # same advisory lock ("conv" in ASCII).
 _PG_MIGRATION_LOCK = 0x636F6E76
+_PROCESS_LOCK = threading.Lock()
 
 
 class SchemaError(RuntimeError):
@@ -99,7 +103,7 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> str | None:
     own_engine = isinstance(engine_or_url, str)
     engine = make_engine(engine_or_url) if isinstance(engine_or_url, str) else engine_or_url
     try:
-        with migration_connection(engine) as connection:
+        with _PROCESS_LOCK, migration_connection(engine) as connection:
             config = alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, revision)

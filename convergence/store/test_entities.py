@@ -63,6 +63,11 @@ class SqlTestEntities:
                                 .where(T.c.deleted_at.is_(None)))
             return {r.id: (r.owner, r.value) for r in rows}
 
+    def created_count_prefix(self, prefix: str) -> int:
+        """How many entities were ever created by owners under ``prefix`` (a stack)."""
+        with self._engine.begin() as conn:
+            return len(conn.execute(select(T.c.id).where(T.c.owner.startswith(prefix))).all())
+
     def created_count(self, owner: str | None = None) -> int:
         with self._engine.begin() as conn:
             query = select(T.c.id)

@@ -31,20 +31,16 @@ def _url() -> str:
     return config.get_main_option("sqlalchemy.url") or load_settings().database_url
 
 
-def _configure_options(sqlite: bool) -> dict[str, object]:
-    return {
-        "target_metadata": target_metadata,
-        # SQLite cannot ALTER most things; batch mode rebuilds the table instead.
-        "render_as_batch": sqlite,
-        "compare_type": True,
-        "compare_server_default": True,
-    }
-
-
 def run_migrations_offline() -> None:
     url = _url()
-    context.configure(url=url, literal_binds=True, dialect_opts={"paramstyle": "named"},
-                      **_configure_options(is_sqlite(url)))
+    context.configure(
+        url=url,
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named"},
+        target_metadata=target_metadata,
+        # SQLite cannot ALTER most things; batch mode rebuilds the table instead.
+        render_as_batch=is_sqlite(url),
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -52,10 +48,14 @@ def run_migrations_offline() -> None:
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        # Autogenerate should see every difference, not only added and dropped objects.
+        compare_type=True,
+        compare_server_default=True,
         # The SQLite engine makes DDL transactional (db.py); Alembic assumes it is not and
         # would otherwise commit after each migration.
         transactional_ddl=True,
-        **_configure_options(connection.dialect.name == "sqlite"),
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -1,0 +1,45 @@
+"""The embedded tier: SQLite file + in-process dispatcher + a manual clock.
+
+Every scenario runs under each adversity: plain, shuffled execution order, every message
+delivered twice, and two threads at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from convergence import services as sv
+from convergence.clock import ManualClock
+from convergence.runtime import Runtime, open_runtime
+from convergence.settings import Settings
+from convergence.store.views import StackView
+
+from .harness import TENANT, Story
+
+ADVERSITY = {
+    "plain": {},
+    "shuffled": {"shuffle": True, "seed": 7},
+    "duplicated": {"duplicate": True},
+    "threads": {"threads": 2, "shuffle": True, "seed": 3},
+}
+
+
+@pytest.fixture(params=sorted(ADVERSITY))
+def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", batch_size=50)
+    runtime = open_runtime(settings, clock=ManualClock(), **ADVERSITY[request.param])
+    yield runtime
+    assert runtime.inprocess is not None
+    assert runtime.inprocess.errors == []
+    runtime.store.engine.dispose()
+
+
+@pytest.fixture
+def story(rt: Runtime) -> Story:
+    def wait(stack_id: str) -> StackView:
+        return sv.wait_for_stack(rt, TENANT, stack_id)
+
+    return Story(rt, "stack", wait)
