@@ -101,3 +101,57 @@ def reset_postgres_schema(url: str) -> None:
             cursor.execute("CREATE SCHEMA public")
     finally:
         connection.close()
+
+
+# Redis --------------------------------------------------------------------------------------
+#
+# ``CONVERGENCE_TEST_REDIS_URL`` names the server (default ``redis://127.0.0.1:6379``); a tier
+# picks a database index of its own on it, so tiers never see each other's keys.
+
+_REDIS_URL_VARIABLE = "CONVERGENCE_TEST_REDIS_URL"
+_DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
+
+
+def _redis_server_url() -> str:
+    url = os.environ.get(_REDIS_URL_VARIABLE) or _DEFAULT_REDIS_URL
+    return urlunsplit(urlsplit(url)._replace(path=""))
+
+
+@functools.cache
+def _redis_unreachable_reason() -> str | None:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(_redis_server_url(),
+                                      socket_connect_timeout=_CONNECT_TIMEOUT_SECONDS,
+                                      socket_timeout=_CONNECT_TIMEOUT_SECONDS)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except redis.RedisError as exc:
+        where = urlsplit(_redis_server_url())  # host and port only: the URL may hold a password
+        return f"Redis unreachable at {where.hostname}:{where.port or 6379}: {exc}".strip()
+    return None
+
+
+def require_redis() -> None:
+    """Skip (fail in CI) the calling test unless the Redis server answers."""
+    reason = _redis_unreachable_reason()
+    if reason is not None:
+        skip_or_fail(reason)
+
+
+def redis_url(db: int, *, flush: bool = False) -> str:
+    """URL of database index ``db`` on the test Redis server, emptied first if ``flush``."""
+    require_redis()
+    url = f"{_redis_server_url()}/{db}"
+    if flush:
+        import redis
+
+        client = redis.Redis.from_url(url, socket_connect_timeout=_CONNECT_TIMEOUT_SECONDS)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
+    return url

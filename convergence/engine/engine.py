@@ -235,10 +235,10 @@ class Engine:
             failed: list[int] = []
             failure = ""
             events: list[NewEvent] = []
+            applied = tx.apply_many([c for r in results for c in r.changes])
             for r in results:
                 self.stats.by_outcome[r.outcome] += 1
-                applied = [tx.apply(c) for c in r.changes]
-                if r.changes and not applied[0]:
+                if r.changes and r.changes[0].record_id not in applied:
                     self.stats.fenced_off += 1  # our lease was taken over: not ours to record
                     continue
                 events.extend(r.events)

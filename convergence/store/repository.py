@@ -25,6 +25,7 @@ from sqlalchemy import (
     Engine,
     Table,
     and_,
+    bindparam,
     delete,
     func,
     insert,
@@ -319,6 +320,37 @@ class Tx:
             result = self.conn.execute(update(T_RES).where(where).values(
                 lease_owner=None, lease_expires=None, updated_at=self.now, **change.values))
         return result.rowcount == 1
+
+    def apply_many(self, changes: Sequence[RecordChange]) -> set[int]:
+        """Apply many fenced changes with few statements; returns the record ids applied.
+
+        The tokens are read (and on PostgreSQL locked) first, in id order; changes whose token
+        is stale are dropped; the rest are written with one executemany per shape of change.
+        """
+        ids = sorted({c.record_id for c in changes})
+        current: dict[int, int] = {}
+        for chunk in _chunks(ids):
+            query = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(chunk)) \
+                .order_by(T_RES.c.id)
+            if self._postgres:
+                query = query.with_for_update()
+            current.update({r.id: r.fencing_token for r in self.conn.execute(query)})
+        valid = [c for c in changes if current.get(c.record_id) == c.token]
+        deletes = sorted({c.record_id for c in valid if c.delete})
+        for chunk in _chunks(deletes):
+            self.conn.execute(delete(T_RES).where(T_RES.c.id.in_(chunk)))
+        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for c in valid:
+            if c.delete:
+                continue
+            keys = tuple(sorted(c.values))
+            shapes.setdefault(keys, []).append({"_id": c.record_id, **c.values})
+        for keys, rows in shapes.items():
+            values: dict[str, Any] = {k: bindparam(k) for k in keys}
+            values.update(lease_owner=None, lease_expires=None, updated_at=self.now)
+            stmt = update(T_RES).where(T_RES.c.id == bindparam("_id")).values(values)
+            self.conn.execute(stmt, rows)
+        return {c.record_id for c in valid}
 
     def release(self, record_ids: Iterable[int], owner: str) -> None:
         for chunk in _chunks(sorted(set(record_ids))):
