@@ -9,6 +9,7 @@ import click
 
 from convergence.cli.db_cmd import db
 from convergence.cli.template_cmd import template
+from convergence.cli.worker_cmd import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,6 +20,7 @@ def cli() -> None:
 
 cli.add_command(template)
 cli.add_command(db)
+cli.add_command(worker)
 
 
 def main() -> None:

@@ -177,12 +177,13 @@ class Engine:
                 return []
             timed_out = trav.deadline is not None and tx.now > trav.deadline
             record_ids = [n.record_id for n in nodes if n.record_id is not None]
-            before = {rid: r.fencing_token for rid, r in tx.records_by_id(record_ids).items()}
-            if expect is not None and any(t != expect for t in before.values()):
+            if expect is not None and any(t != expect for t in tx.tokens(record_ids).values()):
                 self.stats.stale += 1  # a duplicate of a poll someone already made
                 return []
             tokens = tx.claim(record_ids, owner, tx.now + self.lease_seconds)
             records = tx.records_by_id(tokens)
+            # Every claim adds one to the token: more than one means someone claimed before.
+            before = {rid: token - 1 for rid, token in tokens.items()}
             definition = self._definition(trav, tx)
             names: set[str] = set()
             for n in nodes:

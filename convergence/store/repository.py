@@ -253,6 +253,14 @@ class Tx:
                 out[r.id] = _record(r)
         return out
 
+    def tokens(self, ids: Iterable[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk in _chunks(sorted(set(ids))):
+            rows = self.conn.execute(select(T_RES.c.id, T_RES.c.fencing_token)
+                                     .where(T_RES.c.id.in_(chunk)))
+            out.update({r.id: r.fencing_token for r in rows})
+        return out
+
     def heads(self, stack_id: str, names: Iterable[str]) -> dict[str, RecordView]:
         """The newest unreplaced record of each name."""
         out: dict[str, RecordView] = {}

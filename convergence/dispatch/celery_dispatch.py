@@ -1,0 +1,169 @@
+"""The Celery dispatcher: work items as Celery tasks on Redis, run by ``convergence worker``.
+
+Callers: :func:`convergence.runtime.open_runtime` builds a :class:`CeleryDispatcher` when a
+broker is configured (API and CLI processes enqueue through it); ``workers/celery_worker.py``
+and ``convergence worker`` run the app made by :func:`make_celery`. Celery is imported here
+and in ``workers/`` only.
+
+A message carries one :class:`~convergence.engine.work.Work` as its JSON dict (ids only); the
+task ``convergence.execute`` runs ``Engine.execute`` and sends the follow-up work. Delivery is
+at least once (``acks_late``, ``reject_on_worker_lost``; the visibility timeout is far longer
+than any step or countdown) and every step is idempotent, so a duplicate costs a few queries.
+
+To save broker hops a task keeps going inline with ONE follow-up item that is due now, for a
+short time budget, and sends every other follow-up at once so other workers take them in
+parallel. Planning has a queue of its own, so that new traversals are not stuck behind the
+steps of a large one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery, Task
+from kombu.entity import Exchange, Queue
+
+from convergence.engine.work import PLAN, Work
+from convergence.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from convergence.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "convergence.execute"
+PLAN_QUEUE = "convergence.plan"
+STEP_QUEUE = "convergence.steps"
+QUEUES = (PLAN_QUEUE, STEP_QUEUE)
+# Longer than any step and any countdown (polls wait at most ``poll_seconds``): a message is
+# redelivered only when its worker is gone. A worker killed outright has its unacknowledged
+# messages back after this long; the sweeper re-drives traversals sooner from the database.
+VISIBILITY_TIMEOUT = 3600
+INLINE_BUDGET_SECONDS = 0.5
+MAX_ATTEMPTS = 5
+RETRY_DELAY_SECONDS = 0.5
+
+Execute = Callable[[Work], list[Work]]
+Send = Callable[[Sequence[Work]], None]
+
+
+def make_celery(settings: Settings) -> Celery:
+    """The one Celery app, configured from ``settings``, with the ``convergence.execute`` task."""
+    if not settings.broker_url:
+        raise ValueError("no broker configured: set CONVERGENCE_BROKER_URL (a redis:// URL)")
+    app = Celery("convergence", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        result_backend=None,
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT},
+        broker_connection_retry_on_startup=True,
+        task_default_queue=STEP_QUEUE,
+        # Each queue its own exchange and key (a shared binding would deliver to both). A
+        # worker consumes both queues unless told otherwise.
+        task_queues=[Queue(name, Exchange(name), routing_key=name)  # type: ignore[no-untyped-call]
+                     for name in QUEUES],
+        worker_send_task_events=False,
+        worker_hijack_root_logger=False,
+    )
+    app.task(name=TASK_NAME, bind=True)(_execute_task)
+    return app
+
+
+def send(app: Celery, work: Sequence[Work], attempt: int = 0, delay: float = 0.0) -> None:
+    """Enqueue work items (after the transaction that made them ready has committed)."""
+    for w in work:
+        countdown = max(w.countdown, delay)
+        app.send_task(TASK_NAME, args=[w.to_json()],
+                      kwargs={"attempt": attempt} if attempt else None,
+                      countdown=countdown if countdown > 0 else None,
+                      queue=PLAN_QUEUE if w.kind == PLAN else STEP_QUEUE)
+
+
+class CeleryDispatcher:
+    """The ``Dispatcher`` that sends work to Celery workers (see the module docstring)."""
+
+    def __init__(self, settings: Settings, app: Celery | None = None) -> None:
+        self.app = app if app is not None else make_celery(settings)
+
+    def dispatch(self, work: Sequence[Work]) -> None:
+        send(self.app, work)
+
+    def close(self) -> None:
+        """Release the broker connections this dispatcher opened."""
+        self.app.close()
+
+
+def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], first: Work,
+          attempt: int = 0, budget: float = INLINE_BUDGET_SECONDS,
+          monotonic: Callable[[], float] = time.monotonic) -> None:
+    """Run ``first``, then follow-up work due now inline while ``budget`` lasts.
+
+    Only one follow-up item continues here; the others are sent at once, so that a wave of
+    ready nodes spreads over the workers. An item that raises is handed to ``retry`` with its
+    attempt number; what it would have released stays in the database, for its retry.
+    """
+    deadline = monotonic() + budget
+    work: Work | None = first
+    while work is not None:
+        try:
+            follow = execute(work)
+        except Exception:
+            log.exception("work %s failed (attempt %d)", work, attempt + 1)
+            retry(work, attempt + 1)
+            return
+        attempt = 0
+        work = None
+        if monotonic() < deadline:
+            now = [w for w in follow if w.countdown <= 0]
+            if now:
+                work = now[0]
+                follow = [w for w in follow if w is not work]
+        send_now(follow)
+
+
+# The worker side ---------------------------------------------------------------------------
+
+_runtime_lock = threading.Lock()
+_runtime: tuple[int, Runtime] | None = None  # (pid, Runtime): built once per worker process
+
+
+def _worker_execute(app: Celery) -> Execute:
+    """``Engine.execute`` of this process's runtime, built on first use (after any fork)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None or _runtime[0] != os.getpid():
+            from convergence.runtime import open_runtime
+
+            settings = load_settings()
+            # No migration here: ``convergence db upgrade`` does it, the worker refuses to start
+            # on a stale schema (``convergence worker``).
+            rt = open_runtime(settings, migrate=False,
+                              dispatcher=CeleryDispatcher(settings, app=app))
+            _runtime = (os.getpid(), rt)
+        engine = _runtime[1].engine
+    return engine.execute
+
+
+def _execute_task(task: Task, work_json: dict[str, Any], attempt: int = 0) -> None:
+    app = task.app
+
+    def retry(work: Work, attempt: int) -> None:
+        if attempt >= MAX_ATTEMPTS:
+            log.error("giving up on %s after %d attempts; the sweeper re-drives it", work,
+                      attempt)
+            return
+        send(app, [work], attempt, RETRY_DELAY_SECONDS * attempt)
+
+    drive(_worker_execute(app), lambda work: send(app, work), retry,
+          Work.from_json(work_json), attempt)
