@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/convergence template validate examples/web-stack.yaml -e examples/web-stack-env.yaml
+	$(BIN)/convergence demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check convergence workers tests benchmarks

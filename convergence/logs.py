@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any, Literal, TextIO
 
 import structlog
@@ -59,7 +58,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 
@@ -129,15 +128,40 @@ def get_logger(name: str | None = None) -> Any:
     return structlog.stdlib.get_logger(name)
 
 
-@contextmanager
+class Bound:
+    """The context manager :func:`bind` returns: binds on entry, restores on exit."""
+
+    __slots__ = ("_fields", "_tokens")
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self._fields = fields
+        self._tokens: Mapping[str, Any] = {}
+
+    def __enter__(self) -> None:
+        self._tokens = structlog.contextvars.bind_contextvars(**self._fields)
+
+    def __exit__(self, *_exc: object) -> None:
+        structlog.contextvars.reset_contextvars(**self._tokens)
+
+
 def bind(*, stack: str | None = None, traversal: str | None = None,
          generation: int | None = None, resource: str | None = None,
-         node: int | None = None) -> Iterator[None]:
-    """Add these fields to every line logged (in this context) until the block ends."""
-    fields: MutableMapping[str, Any] = {}
-    for key, value in (("stack", stack), ("traversal", traversal),
-                       ("generation", generation), ("resource", resource), ("node", node)):
-        if value is not None:
-            fields[key] = value
-    with structlog.contextvars.bound_contextvars(**fields):
-        yield
+         node: int | None = None) -> Bound:
+    """Add these fields to every line logged (in this context) until the block ends.
+
+    ``with bind(stack=..., resource=...):`` -- like ``structlog.contextvars.bound_contextvars``
+    (values bound outside come back afterwards), with context-variable tokens, which is
+    cheaper: the engine enters one per step.
+    """
+    fields: dict[str, Any] = {}
+    if stack is not None:
+        fields["stack"] = stack
+    if traversal is not None:
+        fields["traversal"] = traversal
+    if generation is not None:
+        fields["generation"] = generation
+    if resource is not None:
+        fields["resource"] = resource
+    if node is not None:
+        fields["node"] = node
+    return Bound(fields)

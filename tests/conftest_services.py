@@ -1,11 +1,13 @@
-"""External services for tests: where PostgreSQL is, and whether to skip or fail without it.
+"""External services for tests (PostgreSQL, Redis): where they are, and whether to skip or
+fail without them.
 
-Callers: any test tier that needs a real PostgreSQL (``tests/store`` first). Plain functions
-rather than fixtures, so that each tier builds the fixtures it needs (scope, cleanup) on top.
+Callers: any test tier that needs a real service (``tests/store``, ``tests/integration``).
+Plain functions rather than fixtures, so that each tier builds the fixtures it needs (scope,
+cleanup) on top.
 
-Outside CI a missing service skips the test, so a laptop without PostgreSQL can still run
+Outside CI a missing service skips the test, so a laptop without the services can still run
 the suite; in CI (the ``CI`` environment variable is set, as every CI system does) it fails,
-so that a broken service container cannot silently turn the PostgreSQL tests into skips.
+so that a broken service container cannot silently turn those tests into skips.
 
 ``CONVERGENCE_TEST_POSTGRES_URL`` names the server and a database to administer it from
 (default ``postgresql+psycopg2://postgres@127.0.0.1:5432/postgres``); tests get databases of
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
@@ -142,16 +145,54 @@ def require_redis() -> None:
         skip_or_fail(reason)
 
 
-def redis_url(db: int, *, flush: bool = False) -> str:
-    """URL of database index ``db`` on the test Redis server, emptied first if ``flush``."""
-    require_redis()
-    url = f"{_redis_server_url()}/{db}"
-    if flush:
-        import redis
+_REDIS_CLAIM_KEY = "convergence-tests:claimed-by"
 
+
+def claim_redis_db(candidates: range, owner: str,
+                   ttl: int = 1800) -> tuple[str, Callable[[], None]]:
+    """Claim one of ``candidates`` (database indexes) for ``owner``, emptied; and its release.
+
+    For tiers whose processes share the database with each other (workers and the test), and
+    that may run twice at once on one machine (two engineers, or an editor's test runner): a
+    claim is a key set only if absent, so two runs never share an index. A run killed before
+    releasing its index gives it back after ``ttl`` seconds.
+    """
+    import redis
+
+    require_redis()
+    for db in candidates:
+        url = f"{_redis_server_url()}/{db}"
         client = redis.Redis.from_url(url, socket_connect_timeout=_CONNECT_TIMEOUT_SECONDS)
         try:
-            client.flushdb()
+            if not client.set(_REDIS_CLAIM_KEY, owner, nx=True, ex=ttl):
+                continue
+            for key in client.scan_iter(count=1000):
+                if key != _REDIS_CLAIM_KEY.encode():
+                    client.delete(key)
         finally:
             client.close()
-    return url
+
+        def release(url: str = url) -> None:
+            client = redis.Redis.from_url(url, socket_connect_timeout=_CONNECT_TIMEOUT_SECONDS)
+            try:
+                client.flushdb()
+            finally:
+                client.close()
+
+        return url, release
+    skip_or_fail(f"every Redis database in {candidates} is claimed by another test run")
+    raise AssertionError("unreachable")
+
+
+def drop_postgres_database(dbname: str) -> None:
+    """Drop database ``dbname`` of the test server, disconnecting its sessions."""
+    require_postgres()
+    connection = psycopg2.connect(_libpq_dsn(_admin_url()),
+                                  connect_timeout=_CONNECT_TIMEOUT_SECONDS)
+    try:
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                           .format(sql.Identifier(dbname)))
+    finally:
+        connection.close()

@@ -5,22 +5,37 @@ Exit codes: 0 success, 1 the input was refused (errors printed with their paths)
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from convergence.cli.db_cmd import db
+from convergence.cli.demo_cmd import demo
+from convergence.cli.stack_cmd import event, output, resource, stack
+from convergence.cli.state import DEFAULT_TENANT, CliState
 from convergence.cli.template_cmd import template
 from convergence.cli.worker_cmd import worker
+from convergence.logs import configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="convergence")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Convergence: drive a cloud until it matches a Heat (HOT) template."""
+    configure_logging("console")
+    # The project (tenant) the stack commands work in: read here only, then passed down.
+    ctx.obj = CliState(tenant=os.environ.get("CONVERGENCE_PROJECT_ID") or DEFAULT_TENANT)
 
 
 cli.add_command(template)
 cli.add_command(db)
 cli.add_command(worker)
+cli.add_command(stack)
+cli.add_command(resource)
+cli.add_command(event)
+cli.add_command(output)
+cli.add_command(demo)
 
 
 def main() -> None:

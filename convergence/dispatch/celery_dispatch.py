@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from celery import Celery, Task
+from celery import Celery, Task, signals
 from kombu.entity import Exchange, Queue
 
 from convergence.engine.work import PLAN, Work
@@ -77,7 +77,15 @@ def make_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
     )
     app.task(name=TASK_NAME, bind=True)(_execute_task)
+    # Workers log JSON lines through ``convergence.logs``, Celery's own lines included.
+    signals.setup_logging.connect(_setup_logging, weak=False, dispatch_uid=__name__)
     return app
+
+
+def _setup_logging(loglevel: int | str | None = None, **_: Any) -> None:
+    from convergence.logs import configure_logging
+
+    configure_logging("json", loglevel or logging.INFO)
 
 
 def send(app: Celery, work: Sequence[Work], attempt: int = 0, delay: float = 0.0) -> None:

@@ -22,6 +22,7 @@ from convergence.engine.stackdata import RecordData
 from convergence.engine.step import DONE, FAILED, PENDING, RETRY, StepInput, Stepper, StepResult
 from convergence.engine.work import FINISH, NODES, PLAN, Work, batches, merge
 from convergence.graph.plan import RecordInfo, build_plan, choose_records
+from convergence.logs import bind
 from convergence.plugins.base import PluginContext, ResourcePlugin, TestEntities
 from convergence.plugins.registry import PluginRegistry
 from convergence.store.repository import Store, Tx
@@ -109,13 +110,14 @@ class Engine:
 
     # dispatch entry point ------------------------------------------------------------------
     def execute(self, work: Work) -> list[Work]:
-        if work.kind == PLAN:
-            return self.plan(work.traversal_id)
-        if work.kind == NODES:
-            return self.run_nodes(work.traversal_id, work.seqs, work.expect)
-        if work.kind == FINISH:
-            self.finish(work.traversal_id)
-            return []
+        with bind(traversal=work.traversal_id):  # on every line logged by plan/run/finish
+            if work.kind == PLAN:
+                return self.plan(work.traversal_id)
+            if work.kind == NODES:
+                return self.run_nodes(work.traversal_id, work.seqs, work.expect)
+            if work.kind == FINISH:
+                self.finish(work.traversal_id)
+                return []
         raise ValueError(f"unknown work kind {work.kind!r}")
 
     # planning -------------------------------------------------------------------------------
@@ -207,7 +209,9 @@ class Engine:
                     "Timed out"))
                 continue
             inp = self._input(stack, trav, definition, node, record, token, heads, before)
-            results.append(self.stepper.run(inp))
+            with bind(stack=stack.id, generation=trav.generation, resource=node.name,
+                      node=node.seq):
+                results.append(self.stepper.run(inp))
         self.stats.nodes += len(results)
         return self._record(trav, stack, results)
 

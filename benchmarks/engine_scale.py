@@ -1,0 +1,149 @@
+"""Create, update-all and delete stacks of no-op resources; print figures per phase.
+
+    python benchmarks/engine_scale.py                          # embedded, all shapes and sizes
+    python benchmarks/engine_scale.py --shapes wide --sizes 10000
+    python benchmarks/engine_scale.py --mode distributed --workers 2   # PostgreSQL + Redis
+
+Shapes: ``wide`` (no dependencies), ``chain`` (each on the one before) and ``layered`` (10
+layers, each resource on two of the layer before). Resources are ``OS::Heat::None``. Each run
+is a fresh process and a fresh database. Per phase: wall seconds, resources per second, SQL
+statements and transactions per resource (the client process and, in distributed mode, every
+worker), messages per resource (work items dispatched), and peak resident memory per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+PHASES = ("create", "update", "delete")
+
+
+def template(n: int, shape: str, value: str) -> str:
+    layer = max(n // 10, 1)
+    resources: dict[str, Any] = {}
+    for i in range(n):
+        body: dict[str, Any] = {"type": "OS::Heat::None", "properties": {"value": f"{value}{i}"}}
+        if shape == "chain" and i > 0:
+            body["depends_on"] = [f"r{i - 1}"]
+        elif shape == "layered" and i >= layer:
+            prev = (i // layer - 1) * layer
+            body["depends_on"] = sorted({f"r{prev + i % layer}", f"r{prev + (i + 1) % layer}"})
+        resources[f"r{i}"] = body
+    return json.dumps({"heat_template_version": "2018-08-31", "resources": resources})
+
+
+class Counting:
+    """Wraps a dispatcher to count the work items (messages) it is given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.messages = 0
+
+    def dispatch(self, work: Any) -> None:
+        self.messages += len(work)
+        self.inner.dispatch(work)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | None) -> None:
+    from convergence import services as sv
+    from convergence.dispatch.inprocess import InProcessDispatcher
+    from convergence.runtime import open_runtime
+    from convergence.settings import Settings
+    from convergence.store.metrics import StatementCounter
+
+    settings = Settings(database_url=database_url, broker_url=broker)
+    rt = open_runtime(settings)
+    counting = Counting(rt.dispatcher)
+    rt.dispatcher = counting
+    if isinstance(counting.inner, InProcessDispatcher):
+        # Follow-up work goes through the counter too.
+        inner = counting.inner
+        inner._execute = _counted(rt.engine.execute, counting)  # noqa: SLF001
+    counter = StatementCounter(rt.store.engine)
+    results = []
+    for phase in PHASES:
+        counter.reset()
+        counting.messages = 0
+        start = time.perf_counter()
+        if phase == "create":
+            stack = sv.create_stack(rt, "bench", "s", template(n, shape, "a"))
+        elif phase == "update":
+            stack = sv.update_stack(rt, "bench", "s", template(n, shape, "b"))
+        else:
+            stack = sv.delete_stack(rt, "bench", "s")
+        stack = sv.wait_for_stack(rt, "bench", stack.id)
+        wall = time.perf_counter() - start
+        counts = counter.snapshot()
+        results.append({
+            "phase": phase, "status": stack.stack_status, "wall": wall,
+            "statements": counts.statements, "transactions": counts.transactions,
+            "messages": counting.messages,
+        })
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"results": results, "peak_mib": peak}))
+
+
+def _counted(execute: Any, counting: Counting) -> Any:
+    def wrapped(work: Any) -> Any:
+        follow = execute(work)
+        counting.messages += len(follow)
+        return follow
+
+    return wrapped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["wide", "chain", "layered"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--mode", choices=["embedded", "distributed"], default="embedded")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        n, shape, mode, url, broker = args.child
+        run_child(int(n), shape, mode, url, None if broker == "-" else broker)
+        return
+    print(f"mode: {args.mode}")
+    print(f"{'shape':8} {'size':>6} {'phase':7} {'status':16} {'wall s':>7} {'res/s':>8} "
+          f"{'stmt/res':>8} {'txn/res':>7} {'msg/res':>7} {'peak MiB':>8}")
+    for shape in args.shapes:
+        for n in args.sizes:
+            with tempfile.TemporaryDirectory() as folder:
+                if args.mode == "embedded":
+                    url, broker, workers = f"sqlite:///{folder}/bench.db", "-", None
+                else:
+                    from benchmarks.distributed import start_cluster
+
+                    url, broker, workers = start_cluster(folder, args.workers)
+                try:
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--child", str(n), shape, args.mode, url,
+                         broker], check=True, capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+                finally:
+                    if workers is not None:
+                        workers.stop()
+            report = json.loads(out.strip().splitlines()[-1])
+            peaks = f"{report['peak_mib']:.0f}"
+            if workers is not None:
+                peaks += "/" + "/".join(f"{p:.0f}" for p in workers.peaks())
+            for r in report["results"]:
+                print(f"{shape:8} {n:>6} {r['phase']:7} {r['status']:16} {r['wall']:>7.2f} "
+                      f"{n / r['wall']:>8.0f} {r['statements'] / n:>8.2f} "
+                      f"{r['transactions'] / n:>7.3f} {r['messages'] / n:>7.3f} {peaks:>8}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""``convergence demo``: create, update and delete the shipped example stack, and show it.
+
+Run by ``make demo``. Uses ``examples/web-stack.yaml`` with ``web-stack-env.yaml``, then
+updates it with ``web-stack-update-env.yaml`` on top (``--existing``: a bigger flavor replaces
+the web node, three nodes update the front end, monitoring off deletes its resource), then
+deletes it. Each phase shows the live progress, the events it produced and a summary
+(resources created, updated, replaced, deleted; the outputs).
+
+Always the embedded default (in-process dispatcher), against a throwaway SQLite database in
+a temporary folder unless ``--database-url`` is given, so it never touches the user's stacks.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from convergence import services
+from convergence.cli import output as out
+from convergence.cli.progress import make_view, run_to_end
+from convergence.cli.stack_cmd import read_input, report_errors
+from convergence.runtime import Runtime, open_runtime
+from convergence.settings import Settings
+from convergence.store.views import EventView, StackView
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TEMPLATE = "web-stack.yaml"
+ENVIRONMENT = "web-stack-env.yaml"
+UPDATE_ENVIRONMENT = "web-stack-update-env.yaml"
+TENANT = "demo"
+STACK = "web"
+
+
+@click.command("demo")
+@click.option("--database-url", metavar="URL",
+              help="Use this database instead of a throwaway SQLite file.")
+@click.option("--examples-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=EXAMPLES, show_default=True, help="Where the example files are.")
+@report_errors
+def demo(database_url: str | None, examples_dir: Path) -> None:
+    """Create, update and delete the example stack on the embedded engine, and show it."""
+    missing = [n for n in (TEMPLATE, ENVIRONMENT, UPDATE_ENVIRONMENT)
+               if not (examples_dir / n).is_file()]
+    if missing:
+        raise click.UsageError(f"{examples_dir}: missing {', '.join(missing)} "
+                               "(give the examples folder with --examples-dir)")
+    if database_url:
+        ok = _run(database_url, examples_dir, throwaway=False)
+    else:
+        with tempfile.TemporaryDirectory(prefix="convergence-demo-") as folder:
+            ok = _run(f"sqlite:///{Path(folder) / 'demo.db'}", examples_dir, throwaway=True)
+    if not ok:
+        raise SystemExit(1)
+
+
+def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
+    from convergence.store.db import redacted_url
+
+    rt = open_runtime(Settings(database_url=url))  # no broker: the embedded engine
+    try:
+        con = out.console()
+        name = _free_name(rt)
+        con.print(f"[bold]Convergence demo[/bold]: stack {name!r} on the embedded engine "
+                  "(in-process dispatcher)", highlight=False)
+        con.print(f"database: {redacted_url(url)}" + (" (throwaway)" if throwaway else ""),
+                  markup=False, highlight=False)
+        started = time.monotonic()
+        template = examples / TEMPLATE
+        text, files, envs = read_input(template, [examples / ENVIRONMENT], None)
+        assert text is not None
+
+        _phase(con, 1, f"Create from {TEMPLATE} with {ENVIRONMENT}")
+        s = services.create_stack(rt, TENANT, name, text, files=files, environments=envs)
+        if not _follow(rt, con, s):
+            return False
+
+        _phase(con, 2, f"Update --existing with {UPDATE_ENVIRONMENT} (flavor m1.medium, "
+                       "3 nodes, no monitoring)")
+        _, _, update_envs = read_input(None, [examples / UPDATE_ENVIRONMENT], None)
+        s = services.update_stack(rt, TENANT, name, None, environments=update_envs,
+                                  existing=True)
+        if not _follow(rt, con, s):
+            return False
+
+        _phase(con, 3, "Delete")
+        s = services.delete_stack(rt, TENANT, name)
+        if not _follow(rt, con, s, outputs=False):
+            return False
+        con.print(f"\nDone: stack {name!r} was created, updated and deleted in "
+                  f"{time.monotonic() - started:.1f} s.")
+        return True
+    finally:
+        rt.store.engine.dispose()
+
+
+def _free_name(rt: Runtime) -> str:
+    """The demo's stack name, made unique when a given database already has one."""
+    taken = {s.name for s in services.list_stacks(rt, TENANT)}
+    name, n = STACK, 1
+    while name in taken:
+        n += 1
+        name = f"{STACK}-{n}"
+    return name
+
+
+def _phase(con: Console, n: int, title: str) -> None:
+    con.print(f"\n[bold]{n}/3 {title}[/bold]", highlight=False)
+
+
+def _follow(rt: Runtime, con: Console, accepted: StackView, *, outputs: bool = True) -> bool:
+    """Run one request to its end, then show its events and a summary; True if it completed."""
+    before = max((e.id for e in services.list_events(rt, TENANT, accepted.id)
+                  if e.generation < accepted.generation), default=0)
+    stack = run_to_end(rt, TENANT, accepted.id, view=make_view(con))
+    events = [e for e in services.list_events(rt, TENANT, stack.id, after=before)
+              if e.generation == accepted.generation]
+    for e in events:
+        con.print("  " + out.event_line(e), markup=False, highlight=False)
+    current = {r.name for r in services.list_resources(rt, TENANT, stack.id)}
+    for label, names in summarize(events, current).items():
+        if names:
+            con.print(f"{label} ({len(names)}): {', '.join(names)}", markup=False,
+                      highlight=False)
+    if outputs and stack.status == "COMPLETE":
+        con.print("Outputs:")
+        for item in out.output_items(stack):
+            con.print(f"  {item['output_key']}: {item['output_value']}", markup=False,
+                      highlight=False)
+    con.print(f"Stack {stack.name} {stack.stack_status}"
+              + ("" if stack.status == "COMPLETE" else f": {stack.status_reason}"),
+              markup=False, highlight=False)
+    return stack.status == "COMPLETE"
+
+
+def summarize(events: Sequence[EventView], current: set[str]) -> dict[str, list[str]]:
+    """What a request did to each resource, from its events (replaced: created and deleted)."""
+
+    def reached(action: str, status: str = "COMPLETE") -> list[str]:
+        names = [e.resource_name for e in events if e.resource_type != "OS::Heat::Stack"
+                 and e.action == action and e.status == status]
+        return list(dict.fromkeys(names))
+
+    created, updated, deleted = reached("CREATE"), reached("UPDATE"), reached("DELETE")
+    replaced = [n for n in created if n in deleted]
+    failed = list(dict.fromkeys(e.resource_name for e in events
+                                if e.resource_type != "OS::Heat::Stack"
+                                and e.status == "FAILED"))
+    touched = set(created) | set(updated) | set(deleted) | set(failed)
+    return {
+        "Created": [n for n in created if n not in replaced],
+        "Updated": [n for n in updated if n not in replaced],
+        "Replaced": replaced,
+        "Deleted": [n for n in deleted if n not in replaced],
+        "Failed": failed,
+        "Unchanged": sorted(current - touched),
+    }

@@ -1,0 +1,188 @@
+"""Running a stack's work to its end from the CLI, and showing it as it happens.
+
+Callers: ``convergence.cli.stack_cmd`` (``--wait``, and every command in embedded mode) and
+``convergence.cli.demo_cmd``.
+
+In embedded mode (no broker) the in-process dispatcher runs in the CLI's own process, so a
+command that starts work drives it to the end through ``services.wait_for_stack``; a command
+that finds a stack left in progress by an interrupted one resumes it the same way
+(:func:`settle`). With a broker the workers do the work and waiting is polling.
+
+Progress is read from the stack's resource records: every record seen while waiting is one
+unit of work; it is done once it has converged to the stack's generation (or, being deleted,
+once it is gone). A rich bar on a terminal, plain lines otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from convergence import services
+from convergence.runtime import Runtime
+from convergence.store.views import RecordView, StackView
+
+# Seconds between two looks at the records while waiting (the stack itself is read anyway).
+REFRESH_SECONDS = 0.1
+# Embedded mode: how often to re-offer work held by a stopped process until its lease lapses.
+RESUME_SECONDS = 1.0
+_MAX_SHOWN = 3
+
+
+def settled(s: StackView) -> bool:
+    """The stack's latest request has finished (successfully or not)."""
+    return s.status in services.TERMINAL and s.observed_generation == s.generation
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    stack: StackView
+    total: int  # 0 while the traversal is being planned
+    done: int
+    in_progress: tuple[str, ...]
+
+    def describe(self) -> str:
+        line = f"{self.stack.name}: {self.stack.stack_status}"
+        if self.total:
+            line += f"  {self.done}/{self.total} resources done"
+        if self.in_progress:
+            shown = ", ".join(self.in_progress[:_MAX_SHOWN])
+            more = len(self.in_progress) - _MAX_SHOWN
+            line += f"; in progress: {shown}" + (f" (+{more} more)" if more > 0 else "")
+        return line
+
+
+@dataclass
+class Tracker:
+    """Counts the work of one request from successive reads of the records."""
+
+    seen: dict[int, str] = field(default_factory=dict)  # record id -> resource name
+
+    def snapshot(self, stack: StackView, records: list[RecordView]) -> Snapshot:
+        present = {r.id for r in records}
+        for r in records:
+            self.seen.setdefault(r.id, r.name)
+        gone = sum(1 for rid in self.seen if rid not in present)
+        if stack.action == "DELETE":
+            done = gone
+        else:
+            done = gone + sum(1 for r in records if r.generation == stack.generation
+                              and r.status == "COMPLETE" and r.replaced_by is None)
+        if settled(stack) and stack.status == "COMPLETE":
+            done = len(self.seen)
+        busy = tuple(sorted({r.name for r in records if r.status == "IN_PROGRESS"}))
+        return Snapshot(stack, len(self.seen), done, busy)
+
+
+class View:
+    """Shows snapshots; the base class shows nothing."""
+
+    def show(self, snap: Snapshot) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class PlainView(View):
+    """A line each time something changed (for logs and pipes)."""
+
+    def __init__(self, con: Console) -> None:
+        self._con = con
+        self._last = ""
+
+    def show(self, snap: Snapshot) -> None:
+        line = snap.describe()
+        if line != self._last:
+            self._con.print(line, markup=False, highlight=False, soft_wrap=True)
+            self._last = line
+
+
+class BarView(View):
+    """A live rich progress bar (on a terminal)."""
+
+    def __init__(self, con: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.fields[status]}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[busy]}"), TimeElapsedColumn(), console=con,
+            transient=False)
+        self._task = self._progress.add_task("", total=None, status="", busy="")
+        self._progress.start()
+
+    def show(self, snap: Snapshot) -> None:
+        busy = ", ".join(snap.in_progress[:_MAX_SHOWN])
+        if len(snap.in_progress) > _MAX_SHOWN:
+            busy += f" +{len(snap.in_progress) - _MAX_SHOWN}"
+        self._progress.update(self._task, total=snap.total or None, completed=snap.done,
+                              status=f"{snap.stack.name} {snap.stack.stack_status}",
+                              busy=f"[dim]{busy}[/dim]" if busy else "")
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def make_view(con: Console | None) -> View:
+    """A bar on a terminal, plain lines elsewhere, nothing without a console."""
+    if con is None:
+        return View()
+    return BarView(con) if con.is_terminal else PlainView(con)
+
+
+class Watcher:
+    """The ``on_progress`` callback of ``wait_for_stack``: reads records now and then."""
+
+    def __init__(self, rt: Runtime, tenant: str, view: View,
+                 extra: Callable[[StackView], None] | None = None) -> None:
+        self._rt, self._tenant, self._view, self._extra = rt, tenant, view, extra
+        self._tracker = Tracker()
+        self._next = 0.0
+
+    def __call__(self, stack: StackView, *, force: bool = False) -> None:
+        if self._extra is not None:
+            self._extra(stack)
+        now = time.monotonic()
+        if not force and now < self._next and not settled(stack):
+            return
+        self._next = now + REFRESH_SECONDS
+        records = services.list_resources(self._rt, self._tenant, stack.id)
+        self._view.show(self._tracker.snapshot(stack, records))
+
+
+def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = None,
+               extra: Callable[[StackView], None] | None = None) -> StackView:
+    """Wait for the stack's latest request to finish; in embedded mode, do its work here.
+
+    ``extra`` is called with the stack at each look (``event list --follow`` prints new
+    events from it). KeyboardInterrupt leaves the stack in progress, to be resumed later.
+    """
+    view = view or View()
+    watcher = Watcher(rt, tenant, view, extra)
+    try:
+        while True:
+            stack = services.wait_for_stack(rt, tenant, stack_id, on_progress=watcher)
+            if settled(stack) or rt.inprocess is None:
+                break
+            # Embedded, and no work left here although the request is not finished: a stopped
+            # process still holds leases on some records. Re-offer the work until they lapse.
+            rt.clock.sleep_until(rt.clock.now() + RESUME_SECONDS)
+        watcher(stack, force=True)
+    finally:
+        view.close()
+    return stack
+
+
+def settle(rt: Runtime, tenant: str, stack: StackView) -> StackView:
+    """Embedded mode: finish a request an interrupted command left in progress, then return.
+
+    With a broker the workers finish it; the stack is returned as it is.
+    """
+    if rt.inprocess is None or settled(stack):
+        return stack
+    err = Console(stderr=True)
+    click.echo(f"Resuming the interrupted {stack.action} of stack {stack.name} ...", err=True)
+    return run_to_end(rt, tenant, stack.id, view=make_view(err) if err.is_terminal else None)

@@ -1,0 +1,396 @@
+"""``convergence stack|resource|event|output ...``: stacks from the command line, Heat-style.
+
+Shaped like ``openstack stack ...`` (python-heatclient): ``stack create|update|delete|list|
+show|resources``, ``resource list|show``, ``event list [--follow]``, ``output list|show``,
+``-f table|json|yaml`` with Heat's field names. Registered on the ``convergence`` group by
+``convergence.cli``; calls ``convergence.services`` and nothing below it.
+
+Embedded mode (no broker): a command that starts work runs its traversal to the end in this
+process, and a command that finds a stack left in progress by an interrupted one resumes it
+first. With a broker, commands return at once unless ``--wait`` is given. ``--wait`` shows the
+progress and exits 0 when the request completed, 1 when it failed.
+
+Exit codes: 0 success; 1 refused input (each problem on its own line with its path), a stack
+or resource not found, a conflict, or a failed request; 2 usage error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import click
+
+from convergence import services
+from convergence.cli import output as out
+from convergence.cli.files import collect_files, key_for, rebase_registry
+from convergence.cli.progress import View, make_view, run_to_end, settle, settled
+from convergence.cli.state import CliState, pass_state
+from convergence.errors import ConvergenceError
+from convergence.store.views import EventView, RecordView, StackView
+from convergence.template import TemplateError, load_document
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+# Errors --------------------------------------------------------------------------------------
+
+def report_errors(f: F) -> F:
+    """Turn the use cases' errors into messages and exit codes."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except TemplateError as exc:
+            n = len(exc.problems)
+            click.echo(f"Error: the input was refused ({n} error{'s' if n != 1 else ''}):",
+                       err=True)
+            for p in exc.problems:
+                click.echo(str(p), err=True)
+            sys.exit(EXIT_FAILED)
+        except ConvergenceError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return cast(F, wrapper)
+
+
+# Input ---------------------------------------------------------------------------------------
+
+def parse_params(values: Sequence[str]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for item in values:
+        if "=" not in item:
+            raise click.UsageError(f"-P expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        params[key.strip()] = value
+    return params
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_input(template: Path | None, env_files: Sequence[Path],
+               files_dir: Path | None) -> tuple[str | None, dict[str, str], list[Any]]:
+    """The template text, the files map and the environments, as a Heat client sends them.
+
+    The files map is every file under the template's folder (or ``--files-dir``); environment
+    template mappings are rewritten relative to it. Raises TemplateError for a bad environment.
+    """
+    root = files_dir or (template.resolve().parent if template is not None else None)
+    files = collect_files(root) if root is not None else {}
+    envs = [rebase_registry(load_document(p.read_bytes(), p.name), p,
+                            root or p.resolve().parent) for p in env_files]
+    text = read_text(template) if template is not None else None
+    if text is not None and root is not None and template is not None:
+        files.setdefault(key_for(template, root), text)
+    return text, files, envs
+
+
+def _input_options(f: F) -> F:
+    f = click.option("--files-dir", type=click.Path(exists=True, file_okay=False,
+                                                     path_type=Path),
+                     help="Folder whose files are sent as the files map "
+                          "(default: the template's).")(f)
+    f = click.option("-P", "--parameter", "params", multiple=True, metavar="KEY=VALUE",
+                     help="A parameter value (repeatable).")(f)
+    f = click.option("-e", "--environment", "env_files", multiple=True,
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="An environment file; several are merged in order.")(f)
+    return f
+
+
+_template_path = click.Path(exists=True, dir_okay=False, path_type=Path)
+_wait_option = click.option("--wait", is_flag=True,
+                            help="Show progress until the request finished; exit 1 if it failed.")
+
+
+# Running and showing -------------------------------------------------------------------------
+
+def _progress_view(wait: bool, fmt: str) -> View | None:
+    """Progress for ``--wait``: on stdout for tables, on stderr when stdout is JSON/YAML."""
+    if not wait:
+        return None
+    return make_view(out.console(stderr=fmt != "table"))
+
+
+@contextmanager
+def _interruptible(state: CliState, stack: StackView) -> Iterator[None]:
+    try:
+        yield
+    except KeyboardInterrupt:
+        if state.embedded:
+            click.echo(f"\nInterrupted: stack {stack.name} stays {stack.action}_IN_PROGRESS; "
+                       "the next command that touches it resumes it.", err=True)
+        else:
+            click.echo(f"\nStopped waiting; the workers go on with stack {stack.name}.",
+                       err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def finish_request(state: CliState, stack: StackView, wait: bool, fmt: str, *,
+                   show: bool = True) -> None:
+    """After a request was accepted: run or wait for it when due, show the stack, exit."""
+    rt = state.runtime()
+    if wait or state.embedded:
+        with _interruptible(state, stack):
+            stack = run_to_end(rt, state.tenant, stack.id, view=_progress_view(wait, fmt))
+    if show:
+        out.emit_record(out.stack_fields(stack), cast(out.Format, fmt))
+    elif wait or state.embedded:
+        click.echo(f"Stack {stack.name} {stack.stack_status}")
+    if settled(stack) and stack.status == "FAILED":
+        click.echo(f"Error: stack {stack.name} {stack.stack_status}: {stack.status_reason}",
+                   err=True)
+        sys.exit(EXIT_FAILED)
+
+
+def _stack(state: CliState, name: str) -> StackView:
+    """A stack by name or id, its interrupted work finished first (embedded mode)."""
+    rt = state.runtime()
+    stack = services.get_stack(rt, state.tenant, name)
+    with _interruptible(state, stack):
+        return settle(rt, state.tenant, stack)
+
+
+# stack ---------------------------------------------------------------------------------------
+
+@click.group()
+def stack() -> None:
+    """Create, update, delete and look at stacks."""
+
+
+@stack.command("create")
+@click.argument("name")
+@click.option("-t", "--template", "template", required=True, type=_template_path,
+              help="The template file.")
+@_input_options
+@click.option("--timeout", "timeout_mins", type=click.IntRange(min=1), metavar="MIN",
+              help="Fail the stack's requests that take longer than this many minutes.")
+@click.option("--enable-rollback", is_flag=True,
+              help="Record disable_rollback=false (the engine does not roll back yet).")
+@_wait_option
+@out.format_option
+@pass_state
+@report_errors
+def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ...],
+           params: tuple[str, ...], files_dir: Path | None, timeout_mins: int | None,
+           enable_rollback: bool, wait: bool, fmt: str) -> None:
+    """Create stack NAME from a template."""
+    parameters = parse_params(params)
+    text, files, envs = read_input(template, env_files, files_dir)
+    assert text is not None
+    created = services.create_stack(
+        state.runtime(), state.tenant, name, text, files=files, environments=envs,
+        parameters=parameters, timeout_mins=timeout_mins, disable_rollback=not enable_rollback)
+    finish_request(state, created, wait, fmt)
+
+
+@stack.command("update")
+@click.argument("name")
+@click.option("-t", "--template", "template", type=_template_path,
+              help="The new template file (with --existing: optional).")
+@click.option("--existing", is_flag=True,
+              help="Start from the stack's current template, environment and parameters.")
+@_input_options
+@click.option("--timeout", "timeout_mins", type=click.IntRange(min=1), metavar="MIN",
+              help="A new timeout for the stack's requests, in minutes.")
+@_wait_option
+@out.format_option
+@pass_state
+@report_errors
+def update(state: CliState, name: str, template: Path | None, existing: bool,
+           env_files: tuple[Path, ...], params: tuple[str, ...], files_dir: Path | None,
+           timeout_mins: int | None, wait: bool, fmt: str) -> None:
+    """Update stack NAME; it supersedes whatever the stack is doing."""
+    if template is None and not existing:
+        raise click.UsageError("a template is needed (-t FILE), or --existing")
+    parameters = parse_params(params)
+    text, files, envs = read_input(template, env_files, files_dir)
+    updated = services.update_stack(
+        state.runtime(), state.tenant, name, text, files=files or None,
+        environments=envs, parameters=parameters or None, existing=existing,
+        timeout_mins=timeout_mins)
+    finish_request(state, updated, wait, fmt)
+
+
+@stack.command("delete")
+@click.argument("name")
+@_wait_option
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+@report_errors
+def delete(state: CliState, name: str, wait: bool, yes: bool) -> None:
+    """Delete stack NAME and everything it made."""
+    if not yes and sys.stdin.isatty():
+        click.confirm(f"Delete stack {name}?", abort=True)
+    deleted = services.delete_stack(state.runtime(), state.tenant, name)
+    finish_request(state, deleted, wait, "table", show=False)
+
+
+@stack.command("list")
+@out.format_option
+@pass_state
+@report_errors
+def list_(state: CliState, fmt: out.Format) -> None:
+    """List the stacks of the project."""
+    stacks = services.list_stacks(state.runtime(), state.tenant)
+    out.emit_list([out.stack_fields(s) for s in stacks], out.STACK_COLUMNS, fmt)
+
+
+@stack.command("show")
+@click.argument("name")
+@out.format_option
+@pass_state
+@report_errors
+def show(state: CliState, name: str, fmt: out.Format) -> None:
+    """Show stack NAME, with its outputs."""
+    out.emit_record(out.stack_detail(_stack(state, name)), fmt)
+
+
+# resource ------------------------------------------------------------------------------------
+
+@click.command("list")
+@click.argument("name")
+@out.format_option
+@pass_state
+@report_errors
+def resource_list(state: CliState, name: str, fmt: out.Format) -> None:
+    """List the resources of stack NAME."""
+    s = _stack(state, name)
+    records = sorted(services.list_resources(state.runtime(), state.tenant, s.id),
+                     key=lambda r: r.id)
+    out.emit_list([out.resource_fields(r) for r in records], out.RESOURCE_COLUMNS, fmt)
+
+
+@click.group()
+def resource() -> None:
+    """Look at a stack's resources."""
+
+
+@resource.command("show")
+@click.argument("name")
+@click.argument("resource_name", metavar="RESOURCE")
+@out.format_option
+@pass_state
+@report_errors
+def resource_show(state: CliState, name: str, resource_name: str, fmt: out.Format) -> None:
+    """Show RESOURCE of stack NAME."""
+    s = _stack(state, name)
+    records = services.list_resources(state.runtime(), state.tenant, s.id)
+    record = _current(records, resource_name)
+    if record is None:
+        raise click.ClickException(
+            f"The Resource ({resource_name}) could not be found in stack {s.name}.")
+    out.emit_record(out.resource_detail(record, records), fmt)
+
+
+def _current(records: Sequence[RecordView], name: str) -> RecordView | None:
+    """The version of a resource the stack uses (not one being replaced)."""
+    versions = [r for r in records if r.name == name]
+    if not versions:
+        return None
+    return max(versions, key=lambda r: (r.replaced_by is None, r.id))
+
+
+resource.add_command(resource_list)
+stack.add_command(resource_list, "resources")
+
+
+# event ---------------------------------------------------------------------------------------
+
+@click.group()
+def event() -> None:
+    """Look at a stack's events."""
+
+
+@event.command("list")
+@click.argument("name")
+@click.option("--follow", is_flag=True,
+              help="Print events as they happen, until the stack's current request ends.")
+@out.format_option
+@pass_state
+@report_errors
+def event_list(state: CliState, name: str, follow: bool, fmt: out.Format) -> None:
+    """List the events of stack NAME (stack-level ones carry the stack's name and id)."""
+    rt = state.runtime()
+    if not follow:
+        s = _stack(state, name)
+        events = services.list_events(rt, state.tenant, s.id)
+        out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
+        return
+    s = services.get_stack(rt, state.tenant, name)
+    last = 0
+
+    def emit(new: list[EventView]) -> None:
+        nonlocal last
+        for e in new:
+            if fmt == "table":
+                click.echo(out.event_line(e))
+            elif fmt == "json":  # one JSON object per line
+                click.echo(json.dumps(out.event_fields(e), default=str))
+            else:
+                click.echo("---\n" + out.dump(out.event_fields(e), fmt))
+            last = e.id
+
+    def poll(_: StackView) -> None:
+        emit(services.list_events(rt, state.tenant, s.id, after=last))
+
+    poll(s)
+    if not settled(s):
+        with _interruptible(state, s):
+            run_to_end(rt, state.tenant, s.id, extra=poll)
+    poll(s)
+
+
+stack.add_command(event_list, "events")
+
+
+# output --------------------------------------------------------------------------------------
+
+@click.group()
+def output() -> None:
+    """Look at a stack's outputs."""
+
+
+@output.command("list")
+@click.argument("name")
+@out.format_option
+@pass_state
+@report_errors
+def output_list(state: CliState, name: str, fmt: out.Format) -> None:
+    """List the outputs of stack NAME."""
+    items = out.output_items(_stack(state, name))
+    out.emit_list([{"output_key": i["output_key"], "description": i["description"]}
+                   for i in items], out.OUTPUT_COLUMNS, fmt)
+
+
+@output.command("show")
+@click.argument("name")
+@click.argument("key")
+@out.format_option
+@pass_state
+@report_errors
+def output_show(state: CliState, name: str, key: str, fmt: out.Format) -> None:
+    """Show output KEY of stack NAME."""
+    s = _stack(state, name)
+    for item in out.output_items(s):
+        if item["output_key"] == key:
+            out.emit_record(item, fmt)
+            return
+    raise click.ClickException(f"The Output ({key}) could not be found in stack {s.name}.")
+
+
+stack.add_command(output_list, "outputs")

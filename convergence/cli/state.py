@@ -1,0 +1,44 @@
+"""What every command of the CLI shares: the tenant and one runtime, opened on first use.
+
+Callers: ``convergence.cli.cli`` builds a :class:`CliState` once per invocation (reading the
+tenant from ``CONVERGENCE_PROJECT_ID`` there, the only place the CLI reads it) and stores it
+as the click context object; the stack, resource, event and output commands take it with
+:func:`pass_state`. Commands that never touch the database never open the runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from convergence.runtime import Runtime
+
+DEFAULT_TENANT = "default"
+
+@dataclass
+class CliState:
+    tenant: str = DEFAULT_TENANT
+    _runtime: Runtime | None = field(default=None, repr=False)
+
+    def runtime(self) -> Runtime:
+        """The runtime for this invocation, built from the environment's settings once."""
+        if self._runtime is None:
+            from convergence.runtime import open_runtime
+            from convergence.settings import load_settings
+
+            rt = open_runtime(load_settings())
+            self._runtime = rt
+            click.get_current_context().find_root().call_on_close(rt.store.engine.dispose)
+        return self._runtime
+
+    @property
+    def embedded(self) -> bool:
+        """No broker: the work a command starts runs in this process."""
+        return self.runtime().inprocess is not None
+
+
+# Hands a command the invocation's CliState (a default one when the group did not set it).
+pass_state = click.make_pass_decorator(CliState, ensure=True)

@@ -1,0 +1,1 @@
+"""The integration tier: real PostgreSQL, Redis and ``convergence worker`` processes."""
