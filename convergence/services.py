@@ -6,6 +6,7 @@ as ``TemplateError`` with every problem and its path; the callers decide how to 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -287,11 +288,18 @@ def resume_stack(rt: Runtime, stack: StackView) -> None:
 
 def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
                    on_progress: Callable[[StackView], None] | None = None,
-                   timeout: float | None = None) -> StackView:
+                   timeout: float | None = None, refresh: float = 0.25) -> StackView:
     """Block until the stack's latest request finished; in embedded mode, run it here."""
     deadline = rt.clock.now() + timeout if timeout else None
+    seen = {"finishes": -1, "at": 0.0}
 
     def finished() -> bool:
+        # Reading the stack after every work item would cost a transaction per step: read it
+        # when a traversal finished here, or ``refresh`` seconds after the last look.
+        now = time.monotonic()
+        if rt.engine.finishes == seen["finishes"] and now - seen["at"] < refresh:
+            return False
+        seen["finishes"], seen["at"] = rt.engine.finishes, now
         s = get_stack(rt, tenant, stack_id)
         if on_progress is not None:
             on_progress(s)
@@ -300,7 +308,9 @@ def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
 
     inprocess = rt.inprocess
     if inprocess is not None:
-        resume_stack(rt, get_stack(rt, tenant, stack_id))
+        if inprocess.pending() == 0:
+            # Nothing queued here: the work was started by a process that is gone.
+            resume_stack(rt, get_stack(rt, tenant, stack_id))
         inprocess.run(until=finished)
     else:
         while not finished():

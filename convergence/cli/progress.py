@@ -164,7 +164,8 @@ def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = N
     watcher = Watcher(rt, tenant, view, extra)
     try:
         while True:
-            stack = services.wait_for_stack(rt, tenant, stack_id, on_progress=watcher)
+            stack = services.wait_for_stack(rt, tenant, stack_id, on_progress=watcher,
+                                            refresh=REFRESH_SECONDS)
             if settled(stack) or rt.inprocess is None:
                 break
             # Embedded, and no work left here although the request is not finished: a stopped

@@ -71,6 +71,7 @@ class Engine:
         self.batch_size = batch_size
         self.max_poll_delay = max_poll_delay
         self.stats = EngineStats()
+        self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
         self._plugins: dict[str, ResourcePlugin] = {}
         self.definitions = DefinitionCache(self._load_template, registry)
         self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock)
@@ -124,7 +125,8 @@ class Engine:
     def plan(self, traversal_id: str) -> list[Work]:
         """Plan a traversal once; planning again (a duplicate message) re-offers ready nodes."""
         with self.store.begin() as tx:
-            trav = tx.traversal(traversal_id)
+            # Locked: two copies of the plan message must not both plan.
+            trav = tx.traversal(traversal_id, lock=True)
             if trav is None:
                 return []
             stack = tx.stack(trav.stack_id)
@@ -174,9 +176,12 @@ class Engine:
             if stack is None or stack.traversal_id != trav.id:
                 self.stats.stale += 1
                 return []
-            nodes = [n for n in tx.nodes(trav.id, seqs) if n.state == READY]
+            loaded = tx.nodes(trav.id, seqs)
+            nodes = [n for n in loaded if n.state == READY]
             if not nodes:
-                return []
+                # A redelivered message for work already done: the worker that did it may have
+                # died before passing its ready successors on, so offer them again.
+                return self._reoffer(tx, trav.id, loaded)
             timed_out = trav.deadline is not None and tx.now > trav.deadline
             record_ids = [n.record_id for n in nodes if n.record_id is not None]
             if expect is not None and any(t != expect for t in tx.tokens(record_ids).values()):
@@ -194,12 +199,21 @@ class Engine:
                 elif definition is not None:
                     names |= set(definition.dependencies.get(n.name, ()))
             heads = tx.heads(stack.id, names)
+            busy = [n for n in nodes if n.record_id is None or n.record_id not in tokens]
+            retry_at = tx.lease_expiry([n.record_id for n in busy if n.record_id is not None])
+            now = tx.now
         results: list[StepResult] = []
+        follow: list[Work] = []
+        if busy:
+            # Another worker holds these (a duplicate message, a poll in flight, or a worker
+            # that died): look again when its lease runs out, and go on if it has not finished.
+            self.stats.skipped_busy += len(busy)
+            delay = max((retry_at or now) - now, 0.0) + 0.5
+            follow.append(Work(NODES, trav.id, tuple(n.seq for n in busy), delay,
+                               None))
         for node in nodes:
             token = tokens.get(node.record_id) if node.record_id is not None else None
             if token is None or node.record_id is None:
-                # Another worker holds it (a duplicate message, or a poll in flight).
-                self.stats.skipped_busy += 1
                 continue
             record = records[node.record_id]
             if timed_out:
@@ -213,7 +227,16 @@ class Engine:
                       node=node.seq):
                 results.append(self.stepper.run(inp))
         self.stats.nodes += len(results)
-        return self._record(trav, stack, results)
+        return merge(follow + self._record(trav, stack, results), self.batch_size)
+
+    def _reoffer(self, tx: Tx, traversal_id: str, nodes: Sequence[NodeView]) -> list[Work]:
+        """Ready successors of done nodes that have waited a while (their message may be lost;
+        the ones made ready a moment ago are surely still on their way)."""
+        successors = {s for n in nodes if n.state == DONE_STATE for s in n.successors}
+        grace = min(self.lease_seconds, 5.0)
+        ready = [n.seq for n in tx.nodes(traversal_id, successors)
+                 if n.state == READY and tx.now - n.updated_at > grace]
+        return list(batches(traversal_id, ready, self.batch_size))
 
     def _input(self, stack: StackView, trav: TraversalView,
                definition: StackDefinition | None, node: NodeView, record: RecordView,
@@ -296,6 +319,7 @@ class Engine:
                 values["outputs"] = self._outputs(tx, stack, trav)
                 if trav.action == "DELETE":
                     values["deleted_at"] = tx.now
+            self.finishes += 1
             if tx.finish_stack(stack.id, trav.id, **values):
                 tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
                 tx.add_events(stack.id, trav.id, trav.generation, [NewEvent(

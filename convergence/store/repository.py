@@ -118,7 +118,7 @@ def _node(row: Any) -> NodeView:
     return NodeView(
         traversal_id=row.traversal_id, seq=row.seq, record_id=row.record_id, name=row.name,
         phase=row.phase, pending=row.pending, state=row.state,
-        successors=tuple(row.successors or ()),
+        successors=tuple(row.successors or ()), updated_at=row.updated_at,
     )
 
 
@@ -206,8 +206,11 @@ class Tx:
             nodes_failed=0, failure="", deadline=deadline, created_at=self.now))
         return tid
 
-    def traversal(self, traversal_id: str) -> TraversalView | None:
-        row = self.conn.execute(select(T_TRAV).where(T_TRAV.c.id == traversal_id)).first()
+    def traversal(self, traversal_id: str, *, lock: bool = False) -> TraversalView | None:
+        query = select(T_TRAV).where(T_TRAV.c.id == traversal_id)
+        if lock and self._postgres:
+            query = query.with_for_update()
+        row = self.conn.execute(query).first()
         return _traversal(row) if row is not None else None
 
     def supersede_traversals(self, stack_id: str, keep: str) -> None:
@@ -325,8 +328,9 @@ class Tx:
         if change.delete:
             result = self.conn.execute(delete(T_RES).where(where))
         else:
+            stamp = {"updated_at": self.now} if change.values else {}
             result = self.conn.execute(update(T_RES).where(where).values(
-                lease_owner=None, lease_expires=None, updated_at=self.now, **change.values))
+                lease_owner=None, lease_expires=None, **stamp, **change.values))
         return result.rowcount == 1
 
     def apply_many(self, changes: Sequence[RecordChange]) -> set[int]:
@@ -355,7 +359,9 @@ class Tx:
             shapes.setdefault(keys, []).append({"_id": c.record_id, **c.values})
         for keys, rows in shapes.items():
             values: dict[str, Any] = {k: bindparam(k) for k in keys}
-            values.update(lease_owner=None, lease_expires=None, updated_at=self.now)
+            values.update(lease_owner=None, lease_expires=None)
+            if keys:  # only releasing the lease is not a change of the resource
+                values["updated_at"] = self.now
             stmt = update(T_RES).where(T_RES.c.id == bindparam("_id")).values(values)
             self.conn.execute(stmt, rows)
         return {c.record_id for c in valid}
@@ -382,6 +388,16 @@ class Tx:
                 T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk)))
             out.extend(_node(r) for r in rows)
         return out
+
+    def lease_expiry(self, record_ids: Iterable[int]) -> float | None:
+        """When the latest of these records' leases runs out (None: none is held)."""
+        latest: float | None = None
+        for chunk in _chunks(sorted(set(record_ids))):
+            value = self.conn.execute(select(func.max(T_RES.c.lease_expires)).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner.is_not(None))).scalar()
+            if value is not None and (latest is None or value > latest):
+                latest = float(value)
+        return latest
 
     def ready_nodes(self, traversal_id: str) -> list[int]:
         rows = self.conn.execute(select(T_NODE.c.seq).where(

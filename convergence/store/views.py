@@ -101,6 +101,7 @@ class NodeView:
     pending: int
     state: str
     successors: tuple[int, ...]
+    updated_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
