@@ -168,12 +168,9 @@ class Engine:
         owner = self._owner()
         self.stats.batches += 1
         with self.store.begin() as tx:
-            trav = tx.traversal(traversal_id)
-            if trav is None or trav.state != RUNNING:
-                self.stats.stale += 1
-                return []
-            stack = tx.stack(trav.stack_id)
-            if stack is None or stack.traversal_id != trav.id:
+            trav, stack = tx.traversal_and_stack(traversal_id)
+            if trav is None or stack is None or trav.state != RUNNING or \
+                    stack.traversal_id != trav.id:
                 self.stats.stale += 1
                 return []
             loaded = tx.nodes(trav.id, seqs)
@@ -187,8 +184,8 @@ class Engine:
             if expect is not None and any(t != expect for t in tx.tokens(record_ids).values()):
                 self.stats.stale += 1  # a duplicate of a poll someone already made
                 return []
-            tokens = tx.claim(record_ids, owner, tx.now + self.lease_seconds)
-            records = tx.records_by_id(tokens)
+            records = tx.claim_records(record_ids, owner, tx.now + self.lease_seconds)
+            tokens = {rid: r.fencing_token for rid, r in records.items()}
             # Every claim adds one to the token: more than one means someone claimed before.
             before = {rid: token - 1 for rid, token in tokens.items()}
             definition = self._definition(trav, tx)
@@ -280,10 +277,11 @@ class Engine:
                     delay = min(max(r.delay, 0.0), self.max_poll_delay)
                     follow.append(Work(NODES, trav.id, (r.seq,), delay, r.changes[0].token
                                        if r.changes else None))
-            done = tx.finish_nodes(trav.id, done, DONE_STATE)
-            failed = tx.finish_nodes(trav.id, failed, FAILED_STATE)
+            finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
+            done = [n.seq for n in finished_nodes]
+            failed = [n.seq for n in tx.finish_nodes(trav.id, failed, FAILED_STATE)]
             successors: Counter[int] = Counter()
-            for node in tx.nodes(trav.id, done):
+            for node in finished_nodes:
                 successors.update(node.successors)
             ready = tx.release_successors(trav.id, successors)
             skipped = tx.skip_descendants(trav.id, failed) if failed else 0

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -131,6 +132,13 @@ def _event(row: Any) -> EventView:
     )
 
 
+class _Row:
+    """Attribute access to a slice of a joined row, by the columns of one table."""
+
+    def __init__(self, table: Table, values: Sequence[Any]) -> None:
+        self.__dict__.update(zip(table.c.keys(), values, strict=True))
+
+
 class Tx:
     """One transaction's worth of primitives. Obtained from ``Store.begin``."""
 
@@ -206,6 +214,18 @@ class Tx:
             nodes_failed=0, failure="", deadline=deadline, created_at=self.now))
         return tid
 
+    def traversal_and_stack(self, traversal_id: str
+                            ) -> tuple[TraversalView | None, StackView | None]:
+        """Both in one query: what every batch starts by reading."""
+        joined = select(T_TRAV, T_STACK).join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id) \
+            .where(T_TRAV.c.id == traversal_id)
+        row = self.conn.execute(joined).first()
+        if row is None:
+            return None, None
+        n = len(T_TRAV.c)
+        trav = _traversal(_Row(T_TRAV, row[:n]))
+        return trav, _stack(_Row(T_STACK, row[n:]))
+
     def traversal(self, traversal_id: str, *, lock: bool = False) -> TraversalView | None:
         query = select(T_TRAV).where(T_TRAV.c.id == traversal_id)
         if lock and self._postgres:
@@ -233,9 +253,9 @@ class Tx:
         }
         if failure:
             values["failure"] = func.coalesce(func.nullif(T_TRAV.c.failure, ""), failure)
-        self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id).values(**values))
-        return int(self.conn.execute(select(T_TRAV.c.nodes_remaining)
-                                     .where(T_TRAV.c.id == traversal_id)).scalar_one())
+        return int(self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id)
+                                     .values(**values)
+                                     .returning(T_TRAV.c.nodes_remaining)).scalar_one())
 
     def end_traversal(self, traversal_id: str, state: str) -> bool:
         result = self.conn.execute(update(T_TRAV).where(
@@ -321,6 +341,21 @@ class Tx:
                 T_RES.c.lease_expires == until))
             tokens.update({r.id: r.fencing_token for r in rows})
         return tokens
+
+    def claim_records(self, record_ids: Sequence[int], owner: str,
+                      until: float) -> dict[int, RecordView]:
+        """Lease records to ``owner`` and return them as claimed (token included): one
+        statement per chunk, for the records nobody else holds."""
+        claimed: dict[int, RecordView] = {}
+        for chunk in _chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk),
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now,
+                    T_RES.c.lease_owner == owner),
+            ).values(lease_owner=owner, lease_expires=until,
+                     fencing_token=T_RES.c.fencing_token + 1).returning(*T_RES.c))
+            claimed.update({r.id: _record(r) for r in rows})
+        return claimed
 
     def apply(self, change: RecordChange) -> bool:
         """Write what a step learned, fenced; releases the lease. False if fenced off."""
@@ -414,19 +449,16 @@ class Tx:
             T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == seq,
         ).values(record_id=record_id))
 
-    def finish_nodes(self, traversal_id: str, seqs: Sequence[int], state: str) -> list[int]:
+    def finish_nodes(self, traversal_id: str, seqs: Sequence[int],
+                     state: str) -> list[NodeView]:
         """Mark nodes DONE or FAILED; returns those that were not finished already."""
-        changed: list[int] = []
+        changed: list[NodeView] = []
         for chunk in _chunks(sorted(set(seqs))):
-            open_rows = self.conn.execute(select(T_NODE.c.seq).where(
+            rows = self.conn.execute(update(T_NODE).where(
                 T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                T_NODE.c.state.in_((WAITING, READY))))
-            open_seqs = [r.seq for r in open_rows]
-            if open_seqs:
-                self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(open_seqs),
-                ).values(state=state, updated_at=self.now))
-            changed.extend(open_seqs)
+                T_NODE.c.state.in_((WAITING, READY)),
+            ).values(state=state, updated_at=self.now).returning(*T_NODE.c))
+            changed.extend(_node(r) for r in rows)
         return changed
 
     def release_successors(self, traversal_id: str, counts: Mapping[int, int]) -> list[int]:
@@ -446,23 +478,21 @@ class Tx:
                 self.conn.execute(select(T_NODE.c.seq).where(
                     T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
                 ).order_by(T_NODE.c.seq).with_for_update())
-        for amount, group in by_amount.items():
-            for chunk in _chunks(group):
-                self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                ).values(pending=T_NODE.c.pending - amount))
         ready: list[int] = []
-        for chunk in _chunks(seqs):
-            rows = self.conn.execute(select(T_NODE.c.seq).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                T_NODE.c.pending <= 0, T_NODE.c.state == WAITING))
-            now_ready = [r.seq for r in rows]
-            if now_ready:
-                self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(now_ready),
-                ).values(state=READY, updated_at=self.now))
-            ready.extend(now_ready)
-        return ready
+        for amount, group in by_amount.items():
+            left = T_NODE.c.pending - amount
+            for chunk in _chunks(group):
+                rows = self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                ).values(
+                    pending=left,
+                    state=case((and_(left <= 0, T_NODE.c.state == WAITING), READY),
+                               else_=T_NODE.c.state),
+                    updated_at=self.now,
+                ).returning(T_NODE.c.seq, T_NODE.c.pending, T_NODE.c.state))
+                # RETURNING gives the new values: became ready now, or was ready already?
+                ready.extend(r.seq for r in rows if r.state == READY and r.pending == 0)
+        return sorted(ready)
 
     def skip_descendants(self, traversal_id: str, seqs: Iterable[int]) -> int:
         """Nodes that can never run because something before them failed: SKIPPED."""
