@@ -14,6 +14,7 @@ worker), messages per resource (work items dispatched), and peak resident memory
 from __future__ import annotations
 
 import argparse
+import pathlib
 import json
 import os
 import resource
@@ -71,9 +72,11 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
     else:
         rt.dispatcher = counting
     counter = StatementCounter(rt.store.engine)
+    stats_dir = os.environ.get("CONVERGENCE_STATS_DIR")
     results = []
     for phase in PHASES:
         counter.reset()
+        before = _worker_figures(stats_dir)
         counting.messages = 1  # the request's own message
         start = time.perf_counter()
         if phase == "create":
@@ -85,13 +88,30 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
         stack = sv.wait_for_stack(rt, "bench", stack.id)
         wall = time.perf_counter() - start
         counts = counter.snapshot()
+        statements, transactions, messages = (counts.statements, counts.transactions,
+                                              counting.messages)
+        if stats_dir:
+            time.sleep(1.2)  # the workers write their figures twice a second
+            after = _worker_figures(stats_dir)
+            statements += after["statements"] - before["statements"]
+            transactions += after["transactions"] - before["transactions"]
+            messages = counting.messages + after["sent"] - before["sent"]
         results.append({
             "phase": phase, "status": stack.stack_status, "wall": wall,
-            "statements": counts.statements, "transactions": counts.transactions,
-            "messages": counting.messages,
+            "statements": statements, "transactions": transactions, "messages": messages,
         })
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"results": results, "peak_mib": peak}))
+
+
+def _worker_figures(folder: str | None) -> dict[str, float]:
+    total = {"statements": 0.0, "transactions": 0.0, "sent": 0.0}
+    if folder:
+        for f in pathlib.Path(folder).glob("*.json"):
+            data = json.loads(f.read_text())
+            for k in total:
+                total[k] += data[k]
+    return total
 
 
 def _counted(execute: Any, counting: Counting) -> Any:
@@ -124,21 +144,24 @@ def main() -> None:
                 if args.mode == "embedded":
                     url, broker, workers = f"sqlite:///{folder}/bench.db", "-", None
                 else:
-                    from benchmarks.distributed import start_cluster
+                    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+                    from distributed import start_cluster
 
                     url, broker, workers = start_cluster(folder, args.workers)
                 try:
                     out = subprocess.run(
                         [sys.executable, __file__, "--child", str(n), shape, args.mode, url,
                          broker], check=True, capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+                        env={**os.environ, "PYTHONPATH": os.getcwd(),
+                             **({"CONVERGENCE_STATS_DIR": str(workers.stats)} if workers
+                                else {})}).stdout
+                    report = json.loads(out.strip().splitlines()[-1])
+                    peaks = f"{report['peak_mib']:.0f}"
+                    if workers is not None:
+                        peaks += "/" + "/".join(f"{p:.0f}" for p in workers.peaks())
                 finally:
                     if workers is not None:
                         workers.stop()
-            report = json.loads(out.strip().splitlines()[-1])
-            peaks = f"{report['peak_mib']:.0f}"
-            if workers is not None:
-                peaks += "/" + "/".join(f"{p:.0f}" for p in workers.peaks())
             for r in report["results"]:
                 print(f"{shape:8} {n:>6} {r['phase']:7} {r['status']:16} {r['wall']:>7.2f} "
                       f"{n / r['wall']:>8.0f} {r['statements'] / n:>8.2f} "

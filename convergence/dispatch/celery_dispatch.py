@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, Task, signals
 from kombu.entity import Exchange, Queue
 
+from convergence.dispatch.worker_stats import TASKS
 from convergence.engine.work import PLAN, Work
 from convergence.settings import Settings, load_settings
 
@@ -90,6 +91,7 @@ def _setup_logging(loglevel: int | str | None = None, **_: Any) -> None:
 
 def send(app: Celery, work: Sequence[Work], attempt: int = 0, delay: float = 0.0) -> None:
     """Enqueue work items (after the transaction that made them ready has committed)."""
+    TASKS["sent"] += len(work)
     for w in work:
         countdown = max(w.countdown, delay)
         app.send_task(TASK_NAME, args=[w.to_json()],
@@ -159,12 +161,18 @@ def _worker_execute(app: Celery) -> Execute:
             rt = open_runtime(settings, migrate=False,
                               dispatcher=CeleryDispatcher(settings, app=app))
             _runtime = (os.getpid(), rt)
+            stats_dir = os.environ.get("CONVERGENCE_STATS_DIR")
+            if stats_dir:
+                from convergence.dispatch.worker_stats import start_exporting
+
+                start_exporting(rt.store.engine, stats_dir)
         engine = _runtime[1].engine
     return engine.execute
 
 
 def _execute_task(task: Task, work_json: dict[str, Any], attempt: int = 0) -> None:
     app = task.app
+    TASKS["executed"] += 1
 
     def retry(work: Work, attempt: int) -> None:
         if attempt >= MAX_ATTEMPTS:

@@ -59,12 +59,7 @@ HERE = Path(__file__).resolve().parent
 
 # Scenarios that fail here for a known reason the embedded tier cannot see (its manual clock
 # stands still): expected to fail until fixed, and strict, so that the fix is noticed.
-KNOWN_FAILURES = {
-    "test_shrink_then_grow_then_delete":
-        "a cleanup step that leaves its record alone still bumps the record's updated_at "
-        "(releasing the lease writes updated_at), so with a real clock A, B and C look "
-        "updated after F",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 @dataclass

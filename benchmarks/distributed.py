@@ -1,0 +1,96 @@
+"""A throwaway distributed cluster for benchmarks: a fresh PostgreSQL database, a Redis db
+index, and N ``convergence worker`` processes that export their figures to a folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg2
+import redis
+
+PG_ADMIN = os.environ.get("CONVERGENCE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("CONVERGENCE_BENCH_REDIS", "redis://127.0.0.1:6379")
+REDIS_DB = 14
+
+
+@dataclass
+class Workers:
+    database: str
+    stats: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def figures(self) -> dict[str, float]:
+        total: dict[str, float] = {"statements": 0, "transactions": 0, "executed": 0,
+                                   "sent": 0}
+        for f in self.stats.glob("*.json"):
+            data = json.loads(f.read_text())
+            for k in total:
+                total[k] += data[k]
+        return total
+
+    def peaks(self) -> list[float]:
+        return [json.loads(f.read_text())["peak_mib"] for f in sorted(self.stats.glob("*.json"))]
+
+    def stop(self) -> None:
+        for p in self.processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.processes:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        conn = psycopg2.connect(PG_ADMIN)
+        conn.autocommit = True
+        conn.cursor().execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+        conn.close()
+
+
+def start_cluster(folder: str, workers: int) -> tuple[str, str, Workers]:
+    from convergence.store.migrate import upgrade
+
+    database = f"convergence_bench_{uuid.uuid4().hex[:8]}"
+    conn = psycopg2.connect(PG_ADMIN)
+    conn.autocommit = True
+    conn.cursor().execute(f'CREATE DATABASE "{database}"')
+    conn.close()
+    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://") + \
+        f"/{database}"
+    upgrade(url)
+    broker = f"{REDIS}/{REDIS_DB}"
+    redis.Redis.from_url(broker).flushdb()
+    stats = Path(folder) / "stats"
+    stats.mkdir()
+    env = {**os.environ, "CONVERGENCE_DATABASE_URL": url, "CONVERGENCE_BROKER_URL": broker,
+           "CONVERGENCE_STATS_DIR": str(stats), "CONVERGENCE_POLL_SECONDS": "0.2"}
+    handle = Workers(database, stats)
+    for i in range(workers):
+        log = open(Path(folder) / f"worker{i}.log", "wb")  # noqa: SIM115 - lives with the worker
+        handle.processes.append(subprocess.Popen(
+            [sys.executable, "-m", "convergence", "worker", "--concurrency", "1",
+             "--loglevel", "warning", "--hostname", f"bench{i}-{database}@%h"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    _wait_ready(broker, workers)
+    return url, broker, handle
+
+
+def _wait_ready(broker: str, count: int) -> None:
+    from convergence.dispatch.celery_dispatch import make_celery
+    from convergence.settings import Settings
+
+    app = make_celery(Settings(database_url="sqlite://", broker_url=broker))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        replies = app.control.ping(timeout=0.5) or []
+        if len(replies) >= count:
+            return
+    raise RuntimeError("workers did not start")
