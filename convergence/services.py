@@ -314,5 +314,5 @@ def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
         inprocess.run(until=finished)
     else:
         while not finished():
-            rt.clock.sleep_until(rt.clock.now() + 0.5)
+            rt.clock.sleep_until(rt.clock.now() + 0.1)
     return get_stack(rt, tenant, stack_id)
