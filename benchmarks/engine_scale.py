@@ -14,9 +14,9 @@ worker), messages per resource (work items dispatched), and peak resident memory
 from __future__ import annotations
 
 import argparse
-import pathlib
 import json
 import os
+import pathlib
 import resource
 import subprocess
 import sys
