@@ -9,9 +9,11 @@ mappings are rewritten the same way, relative to that folder.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import click
 
 MAX_FILES = 5000
 MAX_FILE_BYTES = 1024 * 1024
@@ -68,3 +70,14 @@ def rebase_registry(env: Any, env_path: Path, root: Path) -> Any:
 
 def _is_local_template(value: str) -> bool:
     return value.endswith((".yaml", ".yml", ".template")) and "://" not in value
+
+
+def parse_params(values: Sequence[str]) -> dict[str, str]:
+    """``-P key=value`` options as a map (values stay strings: the template gives types)."""
+    params: dict[str, str] = {}
+    for item in values:
+        if "=" not in item:
+            raise click.UsageError(f"-P expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        params[key.strip()] = value
+    return params

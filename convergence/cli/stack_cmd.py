@@ -28,7 +28,7 @@ import click
 
 from convergence import services
 from convergence.cli import output as out
-from convergence.cli.files import collect_files, key_for, rebase_registry
+from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
 from convergence.cli.progress import View, make_view, run_to_end, settle, settled
 from convergence.cli.state import CliState, pass_state
 from convergence.errors import ConvergenceError
@@ -64,16 +64,6 @@ def report_errors(f: F) -> F:
 
 
 # Input ---------------------------------------------------------------------------------------
-
-def parse_params(values: Sequence[str]) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in values:
-        if "=" not in item:
-            raise click.UsageError(f"-P expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        params[key.strip()] = value
-    return params
-
 
 def read_text(path: Path) -> str:
     try:

@@ -10,23 +10,13 @@ from typing import Any
 import click
 
 from convergence import services
-from convergence.cli.files import collect_files, key_for, rebase_registry
+from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
 from convergence.template import TemplateError, load_document
 
 
 @click.group()
 def template() -> None:
     """Work with HOT templates."""
-
-
-def _parse_param(values: tuple[str, ...]) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in values:
-        if "=" not in item:
-            raise click.UsageError(f"-P expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        params[key.strip()] = value
-    return params
 
 
 @template.command("validate")
@@ -50,7 +40,7 @@ def validate(file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
                         for p in env_files]
         result = services.validate_template(
             file.read_bytes(), files=files, location=key_for(file, root),
-            environments=environments, parameters=_parse_param(params) if params else None,
+            environments=environments, parameters=parse_params(params) if params else None,
         )
     except TemplateError as exc:
         if fmt == "json":
