@@ -74,7 +74,8 @@ class Engine:
         self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
         self._plugins: dict[str, ResourcePlugin] = {}
         self.definitions = DefinitionCache(self._load_template, registry)
-        self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock)
+        self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock,
+                               self._deletion_policy)
 
     # wiring ---------------------------------------------------------------------------------
     def _load_template(self, template_id: str) -> TemplateContent:
@@ -105,6 +106,18 @@ class Engine:
             tx.set_node_record(inp.traversal_id, inp.node.seq, new_id)
             tx.claim([new_id], owner, tx.now + self.lease_seconds)
             return tx.records_by_id([new_id])[new_id]
+
+    def _deletion_policy(self, record: RecordView) -> str:
+        """The deletion_policy of the template a record was last converged to."""
+        if record.template_id is None:
+            return "Delete"
+        try:
+            definition = self.definitions.get(record.template_id)
+            resolver = definition.resolver()
+            policy = resolver.resolve(definition.template.resources[record.name].deletion_policy)
+        except (KeyError, TemplateError, UnknownValue):
+            return "Delete"
+        return policy if isinstance(policy, str) else "Delete"
 
     def _owner(self) -> str:
         return f"{self.worker_id}/{uuid.uuid4().hex[:12]}"

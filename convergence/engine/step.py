@@ -76,11 +76,14 @@ class Stepper:
     def __init__(self, plugins: Callable[[str], ResourcePlugin | None],
                  context: Callable[[StackView, RecordView], PluginContext],
                  replace: Callable[[StepInput, str], RecordView | None],
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float],
+                 deletion_policy: Callable[[RecordView], str] = lambda record: "Delete",
+                 ) -> None:
         self._plugin = plugins
         self._context = context
         self._replace = replace
         self._now = now
+        self._deletion_policy = deletion_policy
 
     def run(self, inp: StepInput) -> StepResult:
         try:
@@ -207,6 +210,13 @@ class Stepper:
         if action is Action.FORGET:
             return StepResult(inp.node.seq, DONE,
                               [RecordChange(record.id, inp.token, {}, delete=True)])
+        if action is Action.DELETE and record.operation is None and \
+                self._deletion_policy(record).lower() == "retain":
+            # Retain: the engine lets go of the resource; the cloud keeps it.
+            event = NewEvent(record.name, record.physical_id, record.type, DELETE, "COMPLETE",
+                             "retained: deletion_policy is Retain")
+            return StepResult(inp.node.seq, DONE,
+                              [RecordChange(record.id, inp.token, {}, delete=True)], [event])
         plugin = self._plugin(record.type)
         if plugin is None:
             return self.fail(inp, record, inp.token, DELETE,

@@ -149,3 +149,15 @@ def test_timeout_fails_the_traversal(story: Story) -> None:
     stack = story.finish()
     assert stack.stack_status == "CREATE_FAILED"
     assert "Timed out" in stack.status_reason
+
+
+def test_retained_resources_outlive_the_stack(story: Story) -> None:
+    kept = dict(res("kept"), deletion_policy="Retain")
+    story.create(template({"K": kept, "G": res("gone")}))
+    story.finish()
+    retained_id = story.current()["K"].physical_id
+    story.delete()
+    assert story.finish().stack_status == "DELETE_COMPLETE"
+    assert story.records() == {}
+    assert story.entities() == {retained_id: "kept"}
+    assert any(e.resource_name == "K" and "retained" in e.reason for e in story.events())
