@@ -52,7 +52,8 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id, test_entities=entities,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
-                    max_poll_delay=settings.poll_seconds)
+                    max_poll_delay=settings.poll_seconds,
+                    inline_seconds=settings.inline_seconds)
     if dispatcher is None:
         if settings.broker_url:
             from convergence.dispatch.celery_dispatch import CeleryDispatcher

@@ -7,6 +7,7 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_LEASE_SECONDS`` how long a claimed resource stays claimed without renewal
 ``CONVERGENCE_SWEEP_SECONDS`` the sweeper's period
 ``CONVERGENCE_BATCH_SIZE``    how many ready nodes of one traversal a message carries
+``CONVERGENCE_INLINE_SECONDS`` how long a step goes on with the successors it released
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class Settings:
     sweep_seconds: float = 5.0
     batch_size: int = 200
     poll_seconds: float = 1.0  # longest wait between two polls of a pending operation
+    # How long a step may go on with the successors it released before handing them over.
+    inline_seconds: float = 0.5
     worker_id: str = ""
 
     @property
@@ -61,4 +64,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sweep_seconds=float(get("SWEEP_SECONDS") or 5.0),
         batch_size=int(get("BATCH_SIZE") or 200),
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
+        inline_seconds=float(get("INLINE_SECONDS") or 0.5),
     )

@@ -12,6 +12,7 @@ are called between the two, with no transaction open.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -59,10 +60,25 @@ class EngineStats:
     by_outcome: Counter[str] = field(default_factory=Counter)
 
 
+@dataclass(slots=True)
+class _Batch:
+    """Claimed ready nodes of one traversal and what their steps read."""
+
+    trav: TraversalView
+    stack: StackView
+    definition: StackDefinition | None
+    nodes: list[NodeView]
+    records: dict[int, RecordView]
+    heads: dict[str, RecordView]
+    busy_work: list[Work]
+    timed_out: bool
+
+
 class Engine:
     def __init__(self, store: Store, registry: PluginRegistry, *, worker_id: str = "",
                  test_entities: TestEntities | None = None, lease_seconds: float = 30.0,
-                 batch_size: int = 200, max_poll_delay: float = 1.0) -> None:
+                 batch_size: int = 200, max_poll_delay: float = 1.0,
+                 inline_seconds: float = 0.5) -> None:
         self.store = store
         self.registry = registry
         self.worker_id = worker_id or f"engine-{uuid.uuid4().hex[:8]}"
@@ -70,6 +86,7 @@ class Engine:
         self.lease_seconds = lease_seconds
         self.batch_size = batch_size
         self.max_poll_delay = max_poll_delay
+        self.inline_seconds = inline_seconds
         self.stats = EngineStats()
         self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
         self._plugins: dict[str, ResourcePlugin] = {}
@@ -178,8 +195,9 @@ class Engine:
     # running nodes --------------------------------------------------------------------------
     def run_nodes(self, traversal_id: str, seqs: Sequence[int],
                   expect: int | None = None) -> list[Work]:
+        """Run a batch; while ``inline_seconds`` last, go on with the successors it released,
+        claiming them in the same transaction that recorded the batch (one commit per hop)."""
         owner = self._owner()
-        self.stats.batches += 1
         with self.store.begin() as tx:
             trav, stack = tx.traversal_and_stack(traversal_id)
             if trav is None or stack is None or trav.state != RUNNING or \
@@ -187,57 +205,78 @@ class Engine:
                 self.stats.stale += 1
                 return []
             loaded = tx.nodes(trav.id, seqs)
-            nodes = [n for n in loaded if n.state == READY]
-            if not nodes:
+            if not any(n.state == READY for n in loaded):
                 # A redelivered message for work already done: the worker that did it may have
                 # died before passing its ready successors on, so offer them again.
                 return self._reoffer(tx, trav.id, loaded)
-            timed_out = trav.deadline is not None and tx.now > trav.deadline
-            record_ids = [n.record_id for n in nodes if n.record_id is not None]
-            if expect is not None and any(t != expect for t in tx.tokens(record_ids).values()):
-                self.stats.stale += 1  # a duplicate of a poll someone already made
-                return []
-            records = tx.claim_records(record_ids, owner, tx.now + self.lease_seconds)
-            tokens = {rid: r.fencing_token for rid, r in records.items()}
-            # Every claim adds one to the token: more than one means someone claimed before.
-            before = {rid: token - 1 for rid, token in tokens.items()}
-            definition = self._definition(trav, tx)
-            names: set[str] = set()
-            for n in nodes:
-                if n.phase == "cleanup":
-                    names.add(n.name)
-                elif definition is not None:
-                    names |= set(definition.dependencies.get(n.name, ()))
-            heads = tx.heads(stack.id, names)
-            busy = [n for n in nodes if n.record_id is None or n.record_id not in tokens]
-            retry_at = tx.lease_expiry([n.record_id for n in busy if n.record_id is not None])
-            now = tx.now
-        results: list[StepResult] = []
+            if expect is not None:
+                ids = [n.record_id for n in loaded if n.record_id is not None]
+                if any(t != expect for t in tx.tokens(ids).values()):
+                    self.stats.stale += 1  # a duplicate of a poll someone already made
+                    return []
+            batch: _Batch | None = self._prepare(tx, trav, stack, loaded, owner)
+        deadline = time.monotonic() + self.inline_seconds
         follow: list[Work] = []
+        while batch is not None:
+            follow.extend(batch.busy_work)
+            results = self._steps(batch)
+            more, batch = self._record(batch, results, owner,
+                                       go_on=time.monotonic() < deadline)
+            follow.extend(more)
+        return merge(follow, self.batch_size)
+
+    def _prepare(self, tx: Tx, trav: TraversalView, stack: StackView,
+                 loaded: Sequence[NodeView], owner: str) -> _Batch | None:
+        """Claim the ready nodes' records and read what their steps need."""
+        self.stats.batches += 1
+        nodes = [n for n in loaded if n.state == READY]
+        if not nodes:
+            return None
+        record_ids = [n.record_id for n in nodes if n.record_id is not None]
+        records = tx.claim_records(record_ids, owner, tx.now + self.lease_seconds)
+        definition = self._definition(trav, tx)
+        names: set[str] = set()
+        for n in nodes:
+            if n.phase == "cleanup":
+                names.add(n.name)
+            elif definition is not None:
+                names |= set(definition.dependencies.get(n.name, ()))
+        heads = tx.heads(stack.id, names)
+        busy = [n for n in nodes if n.record_id is None or n.record_id not in records]
+        busy_work: list[Work] = []
         if busy:
             # Another worker holds these (a duplicate message, a poll in flight, or a worker
             # that died): look again when its lease runs out, and go on if it has not finished.
             self.stats.skipped_busy += len(busy)
-            delay = max((retry_at or now) - now, 0.0) + 0.5
-            follow.append(Work(NODES, trav.id, tuple(n.seq for n in busy), delay,
-                               None))
-        for node in nodes:
-            token = tokens.get(node.record_id) if node.record_id is not None else None
-            if token is None or node.record_id is None:
-                continue
-            record = records[node.record_id]
-            if timed_out:
+            retry_at = tx.lease_expiry([n.record_id for n in busy if n.record_id is not None])
+            delay = max((retry_at or tx.now) - tx.now, 0.0) + 0.5
+            busy_work.append(Work(NODES, trav.id, tuple(n.seq for n in busy), delay))
+        timed_out = trav.deadline is not None and tx.now > trav.deadline
+        return _Batch(trav, stack, definition, [n for n in nodes if n not in busy], records,
+                      heads, busy_work, timed_out)
+
+    def _steps(self, batch: _Batch) -> list[StepResult]:
+        results: list[StepResult] = []
+        trav, stack = batch.trav, batch.stack
+        for node in batch.nodes:
+            assert node.record_id is not None
+            record = batch.records[node.record_id]
+            token = record.fencing_token
+            # Every claim adds one to the token: more than one means someone claimed before.
+            inp = StepInput(stack=stack, traversal_id=trav.id, generation=trav.generation,
+                            template_id=trav.template_id, definition=batch.definition,
+                            node=node, record=record, token=token, heads=batch.heads,
+                            worked_on=token > 1)
+            if batch.timed_out:
                 results.append(self.stepper.fail(
-                    self._input(stack, trav, definition, node, record, token, heads, before),
-                    record, token, record.action if record.action != "INIT" else "CREATE",
+                    inp, record, token, record.action if record.action != "INIT" else "CREATE",
                     "Timed out"))
                 continue
-            inp = self._input(stack, trav, definition, node, record, token, heads, before)
             with bind(stack=stack.id, generation=trav.generation, resource=node.name,
                       node=node.seq):
                 results.append(self.stepper.run(inp))
         self.stats.nodes += len(results)
-        return merge(follow + self._record(trav, stack, results), self.batch_size)
+        return results
 
     def _reoffer(self, tx: Tx, traversal_id: str, nodes: Sequence[NodeView]) -> list[Work]:
         """Ready successors of done nodes that have waited a while (their message may be lost;
@@ -248,26 +287,21 @@ class Engine:
                  if n.state == READY and tx.now - n.updated_at > grace]
         return list(batches(traversal_id, ready, self.batch_size))
 
-    def _input(self, stack: StackView, trav: TraversalView,
-               definition: StackDefinition | None, node: NodeView, record: RecordView,
-               token: int, heads: dict[str, RecordView], before: dict[int, int]) -> StepInput:
-        return StepInput(stack=stack, traversal_id=trav.id, generation=trav.generation,
-                         template_id=trav.template_id, definition=definition, node=node,
-                         record=record, token=token, heads=heads,
-                         worked_on=before.get(record.id, 0) > 0)
-
     def _definition(self, trav: TraversalView, tx: Tx) -> StackDefinition | None:
         if trav.template_id is None:
             return None
         return self.definitions.get(trav.template_id, tx.template)
 
-    def _record(self, trav: TraversalView, stack: StackView,
-                results: list[StepResult]) -> list[Work]:
-        """The batch's one writing transaction; returns the follow-up work."""
+    def _record(self, batch: _Batch, results: list[StepResult], owner: str,
+                go_on: bool) -> tuple[list[Work], _Batch | None]:
+        """The batch's one writing transaction; returns the follow-up work, and the next
+        batch (its successors, already claimed) when ``go_on`` and there are any."""
+        trav, stack = batch.trav, batch.stack
         if not results:
-            return []
+            return [], None
         follow: list[Work] = []
         finished = False
+        nxt: _Batch | None = None
         with self.store.begin() as tx:
             done: list[int] = []
             failed: list[int] = []
@@ -302,10 +336,16 @@ class Engine:
             if done or failed or skipped:
                 remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
                 finished = remaining <= 0
+            if go_on and ready and not finished:
+                current, now_stack = tx.traversal_and_stack(trav.id)
+                if current is not None and now_stack is not None and \
+                        now_stack.traversal_id == trav.id and current.state == RUNNING:
+                    take, ready = ready[:self.batch_size], ready[self.batch_size:]
+                    nxt = self._prepare(tx, current, now_stack, tx.nodes(trav.id, take), owner)
         follow.extend(batches(trav.id, ready, self.batch_size))
         if finished:
             follow.append(Work(FINISH, trav.id))
-        return merge(follow, self.batch_size)
+        return merge(follow, self.batch_size), nxt
 
     # finishing ------------------------------------------------------------------------------
     def finish(self, traversal_id: str) -> None:
