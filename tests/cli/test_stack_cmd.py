@@ -82,7 +82,8 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def runtime(url: str) -> Runtime:
-    return open_runtime(Settings(database_url=url))
+    # One hop per work item, so that a test can stop a traversal after a given number.
+    return open_runtime(Settings(database_url=url, inline_seconds=0.0))
 
 
 def by_name(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
