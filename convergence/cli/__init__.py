@@ -9,6 +9,7 @@ import os
 
 import click
 
+from convergence.cli.api_cmd import api
 from convergence.cli.db_cmd import db
 from convergence.cli.demo_cmd import demo
 from convergence.cli.stack_cmd import event, output, resource, stack
@@ -36,6 +37,7 @@ cli.add_command(resource)
 cli.add_command(event)
 cli.add_command(output)
 cli.add_command(demo)
+cli.add_command(api)
 
 
 def main() -> None:

@@ -202,7 +202,9 @@ class TemplateResolver:
         return self.condition(condition, ())
 
     def _require_enabled(self, resource: str, path: Path) -> None:
-        defn = self.template.resources[resource]
+        defn = self.template.resources.get(resource)
+        if defn is None:
+            raise TemplateError.at(path, f"resource '{resource}' is not defined", REFERENCE)
         if defn.condition is not None and not self.condition(defn.condition, path):
             raise TemplateError.at(path, f"resource '{resource}' does not exist: its "
                                    "condition is false", REFERENCE)

@@ -249,3 +249,12 @@ def test_a_template_that_wraps_the_type_it_replaces_does_not_nest_into_itself() 
                      environments=[env])
     assert found == ["resources.s(server.yaml).resources.real.type: resource type 'My::Server' "
                      "is not available"]
+
+
+def test_an_undefined_resource_in_get_attr_is_an_error_not_a_crash() -> None:
+    found = problems(hot(f"""
+        resources:
+          a: {{type: {R}, properties: {{value: {{get_attr: [missing, x]}}}}}}
+        """))
+    assert found == ["resources.a.properties.value.get_attr: get_attr: resource 'missing' is "
+                     "not defined"]

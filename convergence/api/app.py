@@ -1,0 +1,122 @@
+"""The API application: routes, error handlers and, in embedded mode, the dispatcher's driver.
+
+Callers: ``convergence.cli.api_cmd`` (``convergence api``, served by uvicorn) and the API
+tests. :func:`create_app` takes a runtime built by ``convergence.runtime.open_runtime``. With
+no broker configured the runtime's work runs on the in-process dispatcher; the app then runs
+it on a background thread (:class:`DispatcherDriver`) for as long as the app is up (its
+lifespan), woken by the routes that start work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from convergence.api import errors
+from convergence.api.stacks import router
+from convergence.dispatch.inprocess import InProcessDispatcher
+from convergence.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class DispatcherDriver:
+    """Runs an in-process dispatcher's work on a thread until stopped.
+
+    The dispatcher's ``run`` returns when nothing is left; the driver then waits for
+    :meth:`wake` (called after a request dispatched work) or ``idle`` seconds, whichever first.
+    """
+
+    def __init__(self, dispatcher: InProcessDispatcher, idle: float = 0.2) -> None:
+        self._dispatcher = dispatcher
+        self._idle = idle
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            # Cleared before looking, so that work dispatched after the look wakes the wait.
+            self._wake.clear()
+            try:
+                if self._dispatcher.pending():
+                    self._dispatcher.run(stop=self._stop)
+                    continue
+            except Exception:  # keep driving: the next request may succeed
+                log.exception("the in-process dispatcher failed")
+            self._wake.wait(self._idle)
+
+
+def version_document(base: str) -> dict[str, Any]:
+    """Heat's version document (what ``GET /`` answers, with status 300)."""
+    return {"versions": [{"id": "v1.0", "status": "CURRENT",
+                          "links": [{"rel": "self", "href": f"{base}/v1/"}]}]}
+
+
+def base_url(request: Request) -> str:
+    """The absolute prefix of this server as the client reached it (scheme, host, root)."""
+    return str(request.base_url).rstrip("/")
+
+
+def create_app(runtime: Runtime, *, drive_dispatcher: bool = True) -> FastAPI:
+    """The API over ``runtime``.
+
+    ``drive_dispatcher``: with the in-process dispatcher, run its work on a background thread
+    while the app is up (tests that drain the dispatcher themselves turn this off).
+    """
+    inprocess = runtime.inprocess
+    driver = DispatcherDriver(inprocess) if inprocess is not None and drive_dispatcher else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if driver is not None:
+            driver.start()
+        try:
+            yield
+        finally:
+            if driver is not None:
+                driver.stop()
+
+    app = FastAPI(title="Convergence orchestration API", version="1.0", lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.runtime = runtime
+    app.state.driver = driver
+    errors.install(app)
+    errors.install_redirect(app)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    # The version document, unauthenticated: at the root as in Heat, and (an extension Heat
+    # does not have) at /v1 and /v1/{tenant} so that keystoneauth's discovery succeeds when
+    # the endpoint is given as .../v1/{tenant}.
+    def versions(request: Request) -> JSONResponse:
+        return JSONResponse(version_document(base_url(request)), status_code=300)
+
+    for path in ("/", "/versions", "/v1", "/v1/", "/v1/{tenant_id}", "/v1/{tenant_id}/"):
+        app.add_api_route(path, versions, methods=["GET"], include_in_schema=False)
+
+    app.include_router(router)
+    return app

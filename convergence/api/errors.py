@@ -1,0 +1,127 @@
+"""Heat's error JSON and the status code of each error family, in one place.
+
+Callers: ``convergence.api.app`` registers :func:`install` on the app; routes raise
+:class:`ApiError` for errors of their own (a missing template, a malformed body). The shape is
+Heat's FaultWrapper answer: ``{"code", "title", "explanation", "error": {"type", "message",
+"traceback": null}}``, which heatclient and openstacksdk read (``error.message``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.template import TemplateError
+
+log = logging.getLogger(__name__)
+
+# webob's titles and explanations, which Heat puts in its error bodies.
+_TITLES: dict[int, tuple[str, str]] = {
+    400: ("Bad Request", "The server could not comply with the request since it is either "
+                         "malformed or otherwise incorrect."),
+    403: ("Forbidden", "Access was denied to this resource."),
+    404: ("Not Found", "The resource could not be found."),
+    405: ("Method Not Allowed", "The method is not allowed for this resource."),
+    409: ("Conflict", "There was a conflict when trying to complete your request."),
+    412: ("Precondition Failed", "Request precondition failed."),
+    500: ("Internal Server Error", "The server has either erred or is incapable of performing "
+                                   "the requested operation."),
+}
+_HTTP_TYPES = {400: "HTTPBadRequest", 403: "HTTPForbidden", 404: "NotFound",
+               405: "HTTPMethodNotAllowed", 409: "HTTPConflict",
+               412: "HTTPPreconditionFailed", 500: "HTTPInternalServerError"}
+
+
+class ApiError(Exception):
+    """An error answered as is: a status code, Heat's error type and a message."""
+
+    def __init__(self, code: int, type_: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.type = type_
+        self.message = message
+        self.headers = headers
+
+
+def error_body(code: int, type_: str, message: str) -> dict[str, Any]:
+    title, explanation = _TITLES.get(code, (str(code), ""))
+    return {"code": code, "title": title, "explanation": explanation,
+            "error": {"type": type_, "message": message, "traceback": None}}
+
+
+def error_response(code: int, type_: str, message: str,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(code, type_, message), status_code=code, headers=headers)
+
+
+def template_message(exc: TemplateError) -> str:
+    """Every problem on its own line, each with its path."""
+    return "\n".join(str(p) for p in exc.problems)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn exceptions into Heat's error JSON."""
+
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.code, exc.type, exc.message, exc.headers)
+
+    @app.exception_handler(TemplateError)
+    async def _template(_: Request, exc: TemplateError) -> JSONResponse:
+        return error_response(400, "StackValidationFailed", template_message(exc))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return error_response(404, "EntityNotFound", str(exc))
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return error_response(409, "Conflict", str(exc))
+
+    @app.exception_handler(PreconditionFailed)
+    async def _precondition(_: Request, exc: PreconditionFailed) -> JSONResponse:
+        return error_response(412, "PreconditionFailed", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for e in exc.errors():
+            where = ".".join(str(x) for x in e.get("loc", ()))
+            parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg")))
+        return error_response(400, "HTTPBadRequest", "\n".join(parts) or "Invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = exc.status_code
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(code, _HTTP_TYPES.get(code, "HTTPError"), message, headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error in the API")
+        return error_response(500, type(exc).__name__, str(exc) or type(exc).__name__)
+
+
+class Redirect(Exception):
+    """Answer 302 Found with this absolute ``Location`` (the stack lookup routes)."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__(location)
+        self.location = location
+
+
+def install_redirect(app: FastAPI) -> None:
+    @app.exception_handler(Redirect)
+    async def _redirect(_: Request, exc: Redirect) -> JSONResponse:
+        body = {"code": 302, "title": "Found", "explanation": "The resource was found at "
+                f"{exc.location}; you should be redirected automatically.", "location":
+                exc.location}
+        return JSONResponse(body, status_code=302, headers={"Location": exc.location})

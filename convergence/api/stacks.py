@@ -1,0 +1,447 @@
+"""The stack routes of Heat's orchestration API v1, under ``/v1/{tenant_id}``.
+
+Callers: ``convergence.api.app`` includes :data:`router`. Each route parses the request, calls
+one use case of ``convergence.services`` and shapes the answer with ``convergence.api.views``.
+No authentication (noauth): the tenant is the URL's.
+
+A stack's canonical path is ``stacks/{name}/{id}``; a path whose second segment is not the
+stack's id (``stacks/{name_or_id}[/...]``) is a lookup, answered with a 302 to the canonical
+path (the rest of the path and the query string kept), for every method, as Heat does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from convergence import services
+from convergence.api import views
+from convergence.api.errors import ApiError, Redirect
+from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.runtime import Runtime
+from convergence.store.views import StackView, TemplateContent
+from convergence.template import TemplateError, load_document
+
+router = APIRouter(prefix="/v1/{tenant_id}")
+
+_ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
+
+
+# Request plumbing ----------------------------------------------------------------------------
+
+def runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def _base(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _wake(request: Request) -> None:
+    """Tell the dispatcher's driver (embedded mode) that work was dispatched."""
+    driver = getattr(request.app.state, "driver", None)
+    if driver is not None:
+        driver.wake()
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (an empty body is an empty object)."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "MalformedRequestBody",
+                       f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "MalformedRequestBody", "The request body must be a JSON object.")
+    return data
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, "HTTPBadRequest", message)
+
+
+def _template_text(value: Any) -> str:
+    """The template as text: given as a JSON object or as a YAML/JSON string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return json.dumps(value)
+    raise _bad("The template must be a JSON object or a YAML/JSON string.")
+
+
+def _mapping(body: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _bad(f"'{key}' must be a JSON object.")
+    return dict(value)
+
+
+def _environments(body: Mapping[str, Any], files: Mapping[str, Any]) -> list[Any]:
+    """The environments in Heat's order: ``environment_files`` first, then ``environment``."""
+    envs: list[Any] = []
+    names = body.get("environment_files") or []
+    if not isinstance(names, list):
+        raise _bad("'environment_files' must be a list of names of the files map.")
+    for name in names:
+        if name not in files:
+            raise _bad(f"environment_files: {name} is not in the files map.")
+        envs.append(load_document(str(files[name]), str(name)))
+    env = body.get("environment")
+    if isinstance(env, str) and env.strip():
+        envs.append(load_document(env, "environment"))
+    elif isinstance(env, Mapping) and env:
+        envs.append(dict(env))
+    elif env not in (None, "", {}) and not isinstance(env, Mapping | str):
+        raise _bad("'environment' must be a JSON object or a YAML string.")
+    return envs
+
+
+def _timeout(body: Mapping[str, Any]) -> int | None:
+    value = body.get("timeout_mins")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise _bad("'timeout_mins' must be an integer.") from None
+
+
+def _flag(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def _int_param(value: str | None, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise _bad(f"'{name}' must be an integer.") from None
+
+
+# Stack identity --------------------------------------------------------------------------------
+
+def _lookup_redirect(request: Request, rt: Runtime, tenant: str, name_or_id: str) -> Redirect:
+    """The 302 of a lookup path: the canonical stack path, the rest and the query kept."""
+    stack = services.get_stack(rt, tenant, name_or_id)
+    prefix = f"/v1/{tenant}/stacks/"
+    path = request.url.path
+    rest = path[len(prefix):] if path.startswith(prefix) else ""
+    rest = rest.split("/", 1)[1] if "/" in rest else ""
+    location = views.stack_url(_base(request), stack)
+    if rest:
+        location += "/" + quote(rest, safe="/")
+    if request.url.query:
+        location += "?" + request.url.query
+    return Redirect(location)
+
+
+def canonical_stack(request: Request, tenant_id: str, stack_name: str, stack_id: str,
+                    rt: Runtime = Depends(runtime)) -> StackView:  # noqa: B008
+    """The stack at ``stacks/{name}/{id}``; a lookup redirect when ``id`` is not its id."""
+    try:
+        stack: StackView | None = services.get_stack(rt, tenant_id, stack_id)
+    except NotFound:
+        stack = None
+    if stack is None or stack.id != stack_id:
+        raise _lookup_redirect(request, rt, tenant_id, stack_name)
+    if stack.name != stack_name:
+        raise NotFound(f"The Stack ({stack_name}) could not be found.")
+    return stack
+
+
+def _check_if_match(request: Request, stack: StackView) -> None:
+    """``If-Match: <generation>``: refuse (412) when the stack has moved past it.
+
+    Check then act: another request may be accepted between this check and the use case, so
+    two writers with the same If-Match can both pass. Closing that race needs the expected
+    generation checked inside the use case's transaction (services does not offer it yet).
+    """
+    value = request.headers.get("if-match")
+    if value is None:
+        return
+    token = value.strip()
+    if token.startswith("W/"):
+        token = token[2:]
+    token = token.strip('"')
+    if token == "*":
+        return
+    try:
+        expected = int(token)
+    except ValueError:
+        raise _bad(f"If-Match must be a stack generation (an integer), not {value!r}.") \
+            from None
+    if expected != stack.generation:
+        raise PreconditionFailed(
+            f"The Stack ({stack.name}) is at generation {stack.generation}, not {expected}.")
+
+
+def _content(rt: Runtime, stack: StackView) -> TemplateContent | None:
+    if not stack.template_id:
+        return None
+    with rt.store.begin() as tx:
+        return tx.template(stack.template_id)
+
+
+def _description(content: TemplateContent | None) -> str:
+    if content is None:
+        return ""
+    try:
+        doc = load_document(content.text, "template")
+    except TemplateError:
+        return ""
+    value = doc.get("description") if isinstance(doc, Mapping) else None
+    return str(value) if value else ""
+
+
+# Stacks ------------------------------------------------------------------------------------------
+
+@router.get("/stacks")
+def list_stacks(request: Request, tenant_id: str, limit: str | None = None,
+                marker: str | None = None, sort_dir: str = "desc", name: str | None = None,
+                status: str | None = None, id: str | None = None,
+                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    stacks = services.list_stacks(rt, tenant_id)
+    stacks.sort(key=lambda s: s.created_at, reverse=sort_dir.lower() != "asc")
+    if name is not None:
+        stacks = [s for s in stacks if s.name == name]
+    if id is not None:
+        stacks = [s for s in stacks if s.id == id]
+    if status is not None:
+        stacks = [s for s in stacks if status in (s.status, s.stack_status)]
+    if marker:
+        ids = [s.id for s in stacks]
+        if marker not in ids:
+            raise NotFound(f"The Stack ({marker}) could not be found.")
+        stacks = stacks[ids.index(marker) + 1:]
+    size = _int_param(limit, "limit")
+    body: dict[str, Any] = {}
+    if size is not None:
+        if size < 0:
+            raise _bad("'limit' must not be negative.")
+        full = len(stacks) > size
+        stacks = stacks[:size]
+        if full and stacks:
+            query = f"limit={size}&marker={quote(stacks[-1].id)}"
+            body["links"] = [{"rel": "next",
+                              "href": f"{_base(request)}/v1/{tenant_id}/stacks?{query}"}]
+    body["stacks"] = [views.stack_summary(_base(request), s) for s in stacks]
+    return body
+
+
+@router.post("/stacks", status_code=201)
+def create_stack(request: Request, tenant_id: str,
+                 body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                 rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
+    name = body.get("stack_name")
+    if not isinstance(name, str) or not name:
+        raise _bad("'stack_name' is required.")
+    if body.get("template") is None:
+        if body.get("template_url"):
+            raise ApiError(400, "NotSupported", "template_url is not supported; send the "
+                           "template in the request.")
+        raise _bad("No template specified")
+    files = _mapping(body, "files")
+    try:
+        stack = services.create_stack(
+            rt, tenant_id, name, _template_text(body["template"]), files=files,
+            environments=_environments(body, files), parameters=_mapping(body, "parameters"),
+            timeout_mins=_timeout(body),
+            disable_rollback=_flag(body.get("disable_rollback"), True))
+    except Conflict as exc:
+        raise ApiError(409, "StackExists", str(exc)) from None
+    _wake(request)
+    url = views.stack_url(_base(request), stack)
+    return JSONResponse({"stack": {"id": stack.id, "links": [{"href": url, "rel": "self"}]}},
+                        status_code=201, headers={"Location": url})
+
+
+@router.get("/stacks/{stack_name}/{stack_id}")
+def show_stack(request: Request, resolve_outputs: str | None = None,
+               stack: StackView = Depends(canonical_stack),  # noqa: B008
+               rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    content = _content(rt, stack)
+    return {"stack": views.stack_detail(
+        _base(request), stack, description=_description(content),
+        parameters=content.parameters if content is not None else None,
+        resolve_outputs=_flag(resolve_outputs, True))}
+
+
+def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, Any],
+            existing: bool) -> JSONResponse:
+    _check_if_match(request, stack)
+    template = body.get("template")
+    if template is None and not existing:
+        if body.get("template_url"):
+            raise ApiError(400, "NotSupported", "template_url is not supported; send the "
+                           "template in the request.")
+        raise _bad("No template specified")
+    files = _mapping(body, "files")
+    try:
+        updated = services.update_stack(
+            rt, stack.tenant, stack.id,
+            _template_text(template) if template is not None else None,
+            files=files, environments=_environments(body, files),
+            parameters=_mapping(body, "parameters"), existing=existing,
+            timeout_mins=_timeout(body))
+    except ValueError as exc:
+        if isinstance(exc, TemplateError):
+            raise
+        raise _bad(str(exc)) from None
+    _wake(request)
+    url = views.stack_url(_base(request), updated)
+    return JSONResponse({"stack": {"id": updated.id, "links": [{"href": url, "rel": "self"}],
+                                   "generation": updated.generation}}, status_code=202)
+
+
+@router.put("/stacks/{stack_name}/{stack_id}")
+def update_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                 body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                 rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
+    return _update(request, stack, rt, body, existing=False)
+
+
+@router.patch("/stacks/{stack_name}/{stack_id}")
+def patch_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
+    return _update(request, stack, rt, body, existing=True)
+
+
+@router.delete("/stacks/{stack_name}/{stack_id}", status_code=204)
+def delete_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                 rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    _check_if_match(request, stack)
+    services.delete_stack(rt, stack.tenant, stack.id)
+    _wake(request)
+    return Response(status_code=204)
+
+
+# Under a stack ---------------------------------------------------------------------------------
+
+@router.get("/stacks/{stack_name}/{stack_id}/resources")
+def list_resources(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    records = services.list_resources(rt, stack.tenant, stack.id)
+    base = _base(request)
+    return {"resources": [views.resource_item(base, stack, r, records)
+                          for r in views.current_records(records)]}
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
+def show_resource(request: Request, resource_name: str,
+                  stack: StackView = Depends(canonical_stack),  # noqa: B008
+                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    records = services.list_resources(rt, stack.tenant, stack.id)
+    for r in views.current_records(records):
+        if r.name == resource_name:
+            return {"resource": views.resource_item(_base(request), stack, r, records,
+                                                    detail=True)}
+    raise NotFound(f"The Resource ({resource_name}) could not be found in Stack "
+                   f"{stack.name}.")
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/events")
+def list_events(request: Request, limit: str | None = None, marker: str | None = None,
+                sort_dir: str = "asc", resource_name: str | None = None,
+                resource_status: str | None = None, resource_action: str | None = None,
+                stack: StackView = Depends(canonical_stack),  # noqa: B008
+                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    if sort_dir.lower() not in ("asc", "desc"):
+        raise _bad("'sort_dir' must be asc or desc.")
+    descending = sort_dir.lower() == "desc"
+    after = _int_param(marker, "marker")
+    events = services.list_events(rt, stack.tenant, stack.id)
+    if resource_name is not None:
+        events = [e for e in events if e.resource_name == resource_name]
+    if resource_status is not None:
+        events = [e for e in events if e.status == resource_status]
+    if resource_action is not None:
+        events = [e for e in events if e.action == resource_action]
+    if descending:
+        events = [e for e in reversed(events) if after is None or e.id < after]
+    elif after is not None:
+        events = [e for e in events if e.id > after]
+    size = _int_param(limit, "limit")
+    if size is not None:
+        events = events[:max(size, 0)]
+    base = _base(request)
+    return {"events": [views.event_item(base, stack, e) for e in events]}
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/outputs")
+def list_outputs(stack: StackView = Depends(canonical_stack)) -> dict[str, Any]:  # noqa: B008
+    return {"outputs": [{"output_key": i["output_key"], "description": i["description"]}
+                        for i in views.output_items(stack)]}
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/outputs/{output_key}")
+def show_output(output_key: str,
+                stack: StackView = Depends(canonical_stack)) -> dict[str, Any]:  # noqa: B008
+    for item in views.output_items(stack):
+        if item["output_key"] == output_key:
+            return {"output": item}
+    raise NotFound(f"The Output ({output_key}) could not be found in Stack {stack.name}.")
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/template")
+def show_template(stack: StackView = Depends(canonical_stack),  # noqa: B008
+                  rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
+    content = _content(rt, stack)
+    if content is None:
+        raise NotFound(f"The Stack ({stack.name}) has no template.")
+    return load_document(content.text, "template")
+
+
+# Lookups: every other path under a stack name or id redirects to the canonical path. ---------
+
+@router.api_route("/stacks/{name_or_id}", methods=_ALL_METHODS)
+def lookup_stack(request: Request, tenant_id: str, name_or_id: str,
+                 rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    raise _lookup_redirect(request, rt, tenant_id, name_or_id)
+
+
+@router.api_route("/stacks/{name_or_id}/{rest:path}", methods=_ALL_METHODS)
+def lookup_stack_path(request: Request, tenant_id: str, name_or_id: str, rest: str,
+                      rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    try:
+        stack: StackView | None = services.get_stack(rt, tenant_id, rest.split("/", 1)[0])
+    except NotFound:
+        stack = None
+    if stack is not None and stack.id == rest.split("/", 1)[0]:
+        # A canonical path with no route (an endpoint not offered here).
+        raise ApiError(404, "NotFound", f"No such endpoint: {request.method} "
+                       f"{request.url.path}")
+    raise _lookup_redirect(request, rt, tenant_id, name_or_id)
+
+
+# Validation ------------------------------------------------------------------------------------
+
+@router.post("/validate")
+def validate(body: dict[str, Any] = Depends(json_body),  # noqa: B008
+             rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    if body.get("template") is None:
+        raise _bad("No template specified")
+    files = _mapping(body, "files")
+    environments = _environments(body, files)
+    answer = services.validate_template(
+        _template_text(body["template"]), files=files, environments=environments,
+        parameters=_mapping(body, "parameters"), catalog=rt.registry)
+    answer["Environment"] = _mapping(body, "environment") \
+        if isinstance(body.get("environment"), Mapping) else {}
+    return answer

@@ -1,0 +1,142 @@
+"""Stacks, resources, events and outputs as Heat's API shows them (field names and links).
+
+Callers: ``convergence.api.stacks``. Plain functions from the store's views to JSON-ready dicts;
+``base`` is the absolute URL prefix of the request (scheme, host, root path), so that links are
+right behind a proxy too. Extensions to Heat's fields: ``generation`` and
+``observed_generation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from convergence.store.views import EventView, RecordView, StackView
+
+
+def iso(ts: float | None) -> str | None:
+    """Heat's time format: ``2024-05-01T12:00:00Z``."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stack_url(base: str, s: StackView) -> str:
+    """The canonical URL of a stack: ``<base>/v1/{tenant}/stacks/{name}/{id}``."""
+    return (f"{base}/v1/{quote(s.tenant, safe='')}/stacks/"
+            f"{quote(s.name, safe='')}/{quote(s.id, safe='')}")
+
+
+def _self(href: str) -> list[dict[str, str]]:
+    return [{"href": href, "rel": "self"}]
+
+
+def stack_summary(base: str, s: StackView) -> dict[str, Any]:
+    """A stack as Heat's list shows it (the basic keys), plus the generations."""
+    return {
+        "id": s.id,
+        "stack_name": s.name,
+        "links": _self(stack_url(base, s)),
+        "description": "",
+        "stack_status": s.stack_status,
+        "stack_status_reason": s.status_reason,
+        "creation_time": iso(s.created_at),
+        "updated_time": iso(s.updated_at),
+        "deletion_time": iso(s.deleted_at),
+        "stack_owner": None,
+        "parent": None,
+        "stack_user_project_id": None,
+        "tags": None,
+        "generation": s.generation,
+        "observed_generation": s.observed_generation,
+    }
+
+
+def stack_detail(base: str, s: StackView, *, description: str = "",
+                 parameters: Mapping[str, Any] | None = None,
+                 resolve_outputs: bool = True) -> dict[str, Any]:
+    """A stack as Heat's show answers it."""
+    out = stack_summary(base, s)
+    out["description"] = description
+    out["template_description"] = description
+    out["capabilities"] = []
+    out["notification_topics"] = []
+    out["disable_rollback"] = s.disable_rollback
+    out["timeout_mins"] = s.timeout_mins
+    params = {k: v if isinstance(v, str) else str(v) for k, v in (parameters or {}).items()}
+    params.update({"OS::stack_id": s.id, "OS::stack_name": s.name, "OS::project_id": s.tenant})
+    out["parameters"] = params
+    if resolve_outputs:
+        out["outputs"] = output_items(s)
+    return out
+
+
+def output_items(s: StackView) -> list[dict[str, Any]]:
+    """Heat's outputs: ``output_key``, ``output_value``, ``description`` [, ``output_error``]."""
+    items = []
+    for key, value in s.outputs.items():
+        item: dict[str, Any] = {"output_key": key, "output_value": None, "description": ""}
+        if isinstance(value, Mapping):
+            item["output_value"] = value.get("value")
+            item["description"] = value.get("description") or ""
+            if value.get("error"):
+                item["output_error"] = value["error"]
+        else:
+            item["output_value"] = value
+        items.append(item)
+    return items
+
+
+def current_records(records: Sequence[RecordView]) -> list[RecordView]:
+    """One version per resource name: the one the stack uses (not one being replaced)."""
+    best: dict[str, RecordView] = {}
+    for r in records:
+        held = best.get(r.name)
+        if held is None or (r.replaced_by is None, r.id) > (held.replaced_by is None, held.id):
+            best[r.name] = r
+    return sorted(best.values(), key=lambda r: r.name)
+
+
+def resource_item(base: str, s: StackView, r: RecordView,
+                  records: Sequence[RecordView], *, detail: bool = False) -> dict[str, Any]:
+    """A resource as Heat's resource list (or, with ``detail``, show) answers it."""
+    stack_href = stack_url(base, s)
+    out: dict[str, Any] = {
+        "resource_name": r.name,
+        "logical_resource_id": r.name,
+        "physical_resource_id": r.physical_id or "",
+        "resource_type": r.type,
+        "resource_status": f"{r.action}_{r.status}",
+        "resource_status_reason": r.status_reason,
+        "required_by": sorted({o.name for o in records if r.id in o.requires}),
+        "creation_time": iso(r.created_at),
+        "updated_time": iso(r.updated_at or r.created_at),
+        "links": [{"href": f"{stack_href}/resources/{quote(r.name, safe='')}", "rel": "self"},
+                  {"href": stack_href, "rel": "stack"}],
+        "generation": r.generation,
+    }
+    if detail:
+        out["description"] = ""
+        out["attributes"] = dict(r.attributes)
+    return out
+
+
+def event_item(base: str, s: StackView, e: EventView) -> dict[str, Any]:
+    """An event as Heat's event list answers it."""
+    stack_href = stack_url(base, s)
+    resource_href = f"{stack_href}/resources/{quote(e.resource_name, safe='')}"
+    return {
+        "id": str(e.id),
+        "event_time": iso(e.created_at),
+        "resource_name": e.resource_name,
+        "logical_resource_id": e.resource_name,
+        "physical_resource_id": e.physical_resource_id or "",
+        "resource_status": f"{e.action}_{e.status}",
+        "resource_status_reason": e.reason,
+        "links": [{"href": f"{resource_href}/events/{e.id}", "rel": "self"},
+                  {"href": resource_href, "rel": "resource"},
+                  {"href": stack_href, "rel": "stack"}],
+        "generation": e.generation,
+    }

@@ -1,0 +1,119 @@
+"""Unmodified openstacksdk against ``convergence api`` run as a real process.
+
+The server listens on a free loopback port with a SQLite file of its own and runs its work on
+the in-process dispatcher's background thread; the SDK connects with ``auth_type='none'`` and
+an orchestration endpoint override (the recipe of the Heat API reference, section 2.4).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openstack
+import openstack.exceptions
+import pytest
+
+TEMPLATE: dict[str, Any] = {
+    "heat_template_version": "2018-08-31",
+    "parameters": {"value": {"type": "string"}},
+    "resources": {
+        "first": {"type": "OS::Heat::TestResource",
+                  "properties": {"value": {"get_param": "value"}}},
+        "second": {"type": "OS::Heat::TestResource", "depends_on": ["first"]},
+    },
+    "outputs": {"copied": {"value": {"get_attr": ["first", "output"]}}},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{tmp_path / 'sdk.db'}",
+           "CONVERGENCE_DATA_DIR": str(tmp_path / "data")}
+    env.pop("CONVERGENCE_BROKER_URL", None)
+    log = (tmp_path / "api.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the API did not start:\n" + (tmp_path / "api.log").read_text())
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _wait(conn: Any, name_or_id: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        stack = conn.orchestration.get_stack(name_or_id)
+        if not stack.status.endswith("IN_PROGRESS"):
+            return stack
+        assert time.monotonic() < deadline, stack.status
+        time.sleep(0.1)
+
+
+def test_openstacksdk_round_trip(server: str) -> None:
+    conn = openstack.connection.Connection(
+        auth_type="none", orchestration_endpoint_override=f"{server}/v1/tenant1")
+    orch = conn.orchestration
+
+    created = orch.create_stack(name="sdk", template=TEMPLATE,
+                                parameters={"value": "hello"}, timeout_mins=5)
+    assert created.id
+
+    stack = _wait(conn, "sdk")
+    assert stack.status == "CREATE_COMPLETE"
+    assert stack.id == created.id
+    assert stack.outputs == [{"output_key": "copied", "output_value": "hello",
+                              "description": ""}]
+    by_id = orch.get_stack(created.id)
+    assert (by_id.name, by_id.status) == ("sdk", "CREATE_COMPLETE")
+
+    assert [s.name for s in orch.stacks()] == ["sdk"]
+    resources = {r.name: r.status for r in orch.resources(stack)}
+    assert resources == {"first": "CREATE_COMPLETE", "second": "CREATE_COMPLETE"}
+    events = list(orch.stack_events(stack))
+    stack_events = [e.resource_status for e in events if e.resource_name == "sdk"]
+    assert stack_events == ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
+
+    orch.delete_stack(stack)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            orch.get_stack(created.id)  # a DELETE_COMPLETE stack is NotFound to the SDK
+        except openstack.exceptions.NotFoundException:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        orch.get_stack("sdk")
+    assert list(orch.stacks()) == []
