@@ -104,13 +104,8 @@ def run(base: str, args: argparse.Namespace) -> None:
         count = [0]
         stop = time.monotonic() + 5
 
-        def worker(url: str = target) -> None:
-            with httpx.Client(base_url=base, timeout=60) as c:
-                while time.monotonic() < stop:
-                    c.get(url).raise_for_status()
-                    count[0] += 1
-
-        threads = [threading.Thread(target=worker) for _ in range(args.clients)]
+        threads = [threading.Thread(target=shows, args=(base, target, stop, count))
+                   for _ in range(args.clients)]
         start = time.perf_counter()
         for t in threads:
             t.start()
@@ -118,6 +113,13 @@ def run(base: str, args: argparse.Namespace) -> None:
             t.join()
         print(f"shows per second ({label}, {args.clients} clients): "
               f"{count[0] / (time.perf_counter() - start):.0f}")
+
+
+def shows(base: str, url: str, stop: float, count: list[int]) -> None:
+    with httpx.Client(base_url=base, timeout=60) as c:
+        while time.monotonic() < stop:
+            c.get(url).raise_for_status()
+            count[0] += 1
 
 
 if __name__ == "__main__":
