@@ -316,3 +316,39 @@ def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
         while not finished():
             rt.clock.sleep_until(rt.clock.now() + 0.1)
     return get_stack(rt, tenant, stack_id)
+
+
+def events_after(rt: Runtime, stack: StackView, after: int = 0,
+                 limit: int | None = None) -> list[tuple[EventView, StackView]]:
+    """One stack's events after the event id ``after`` (oldest first), each with its stack."""
+    with rt.store.read() as tx:
+        return [(e, stack) for e in tx.events(stack.id, after, limit)]
+
+
+def project_events_after(rt: Runtime, tenant: str, after: int = 0,
+                         limit: int | None = None,
+                         known: dict[str, StackView] | None = None,
+                         ) -> list[tuple[EventView, StackView]]:
+    """The events of all the tenant's stacks after the event id ``after``, each with its stack
+    (looked up in ``known`` first, a cache the caller keeps, which is filled in here)."""
+    cache = known if known is not None else {}
+    with rt.store.read() as tx:
+        events = tx.project_events(tenant, after, limit)
+        missing = {e.stack_id for e in events} - cache.keys()
+        if missing:
+            cache.update(tx.stacks_by_id(missing))
+    return [(e, cache[e.stack_id]) for e in events if e.stack_id in cache]
+
+
+# Operations (health and metrics) --------------------------------------------------------------
+
+def ping_database(rt: Runtime) -> None:
+    """Raises when the database does not answer a trivial query."""
+    with rt.store.begin() as tx:
+        tx.ping()
+
+
+def store_stats(rt: Runtime) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+    """Live stacks by ``ACTION_STATUS`` and traversals by (action, state): two cheap queries."""
+    with rt.store.begin() as tx:
+        return tx.stack_counts(), tx.traversal_counts()

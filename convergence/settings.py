@@ -8,13 +8,19 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_SWEEP_SECONDS`` the sweeper's period
 ``CONVERGENCE_BATCH_SIZE``    how many ready nodes of one traversal a message carries
 ``CONVERGENCE_INLINE_SECONDS`` how long a step goes on with the successors it released
+``CONVERGENCE_MAX_REQUEST_BYTES`` largest API request body (default 2 MiB); larger: 413
+``CONVERGENCE_MAX_TEMPLATE_BYTES`` largest template the API accepts (default 1 MiB); larger: 413
+``CONVERGENCE_AUTH``          API authentication: noauth (default), token or keystone
+``CONVERGENCE_TOKENS_FILE``   token mode: YAML/JSON mapping token -> {project, roles}
+``CONVERGENCE_KEYSTONE_URL``  keystone mode: the Keystone endpoint (``/v3`` is added)
+``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import platformdirs
@@ -33,6 +39,12 @@ class Settings:
     # How long a step may go on with the successors it released before handing them over.
     inline_seconds: float = 0.5
     worker_id: str = ""
+    max_request_bytes: int = 2 * 1024 * 1024
+    max_template_bytes: int = 1024 * 1024
+    auth: str = "noauth"  # noauth | token | keystone (convergence.api.auth)
+    tokens_file: str | None = None
+    keystone_url: str | None = None
+    keystone_service_token: str | None = field(default=None, repr=False)  # a secret
 
     @property
     def embedded(self) -> bool:
@@ -46,6 +58,14 @@ def default_database_url(data_dir: Path | None = None) -> str:
     folder = data_dir or Path(platformdirs.user_data_dir("convergence"))
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'convergence.db'}"
+
+
+def auth_mode(value: str | None) -> str:
+    """``CONVERGENCE_AUTH`` checked: noauth (the default), token or keystone."""
+    mode = (value or "noauth").strip().lower()
+    if mode not in ("noauth", "token", "keystone"):
+        raise ValueError(f"CONVERGENCE_AUTH must be noauth, token or keystone, not {value!r}")
+    return mode
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -65,4 +85,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         batch_size=int(get("BATCH_SIZE") or 200),
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
         inline_seconds=float(get("INLINE_SECONDS") or 0.5),
+        max_request_bytes=int(get("MAX_REQUEST_BYTES") or 2 * 1024 * 1024),
+        max_template_bytes=int(get("MAX_TEMPLATE_BYTES") or 1024 * 1024),
+        auth=auth_mode(get("AUTH")),
+        tokens_file=get("TOKENS_FILE"),
+        keystone_url=get("KEYSTONE_URL"),
+        keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),
     )

@@ -18,7 +18,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from convergence.api import errors
+from convergence.api import actions, catalog, errors, ops, stream
+from convergence.api.auth import Authenticator, build_authenticator
 from convergence.api.stacks import router
 from convergence.dispatch.inprocess import InProcessDispatcher
 from convergence.runtime import Runtime
@@ -79,11 +80,14 @@ def base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-def create_app(runtime: Runtime, *, drive_dispatcher: bool = True) -> FastAPI:
+def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
+               authenticator: Authenticator | None = None) -> FastAPI:
     """The API over ``runtime``.
 
     ``drive_dispatcher``: with the in-process dispatcher, run its work on a background thread
     while the app is up (tests that drain the dispatcher themselves turn this off).
+    ``authenticator``: who may call the ``/v1/{tenant_id}/...`` routes; by default the one of
+    ``runtime.settings.auth`` (``convergence.api.auth.build_authenticator``).
     """
     inprocess = runtime.inprocess
     driver = DispatcherDriver(inprocess) if inprocess is not None and drive_dispatcher else None
@@ -102,6 +106,8 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True) -> FastAPI:
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.runtime = runtime
     app.state.driver = driver
+    # Who may call the /v1/{tenant_id}/... routes (default: from the runtime's settings).
+    app.state.authenticator = authenticator or build_authenticator(runtime.settings)
     errors.install(app)
     errors.install_redirect(app)
 
@@ -118,5 +124,9 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True) -> FastAPI:
     for path in ("/", "/versions", "/v1", "/v1/", "/v1/{tenant_id}", "/v1/{tenant_id}/"):
         app.add_api_route(path, versions, methods=["GET"], include_in_schema=False)
 
+    ops.install(app)  # /readyz, /healthcheck, /metrics and the request body limit
+    app.include_router(actions.router)  # before the stack routes, whose lookups match any path
+    app.include_router(catalog.router)
     app.include_router(router)
+    app.include_router(stream.router)  # GET /v1/{tenant}/events (+ watch, wait)
     return app

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from convergence.errors import Conflict, NotFound, PreconditionFailed
 from convergence.template import TemplateError
+from convergence.template.errors import SYNTAX
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +26,23 @@ log = logging.getLogger(__name__)
 _TITLES: dict[int, tuple[str, str]] = {
     400: ("Bad Request", "The server could not comply with the request since it is either "
                          "malformed or otherwise incorrect."),
+    401: ("Unauthorized", "This server could not verify that you are authorized to access "
+                          "the document you requested. Either you supplied the wrong "
+                          "credentials (e.g., bad password), or your browser does not "
+                          "understand how to supply the credentials required."),
     403: ("Forbidden", "Access was denied to this resource."),
     404: ("Not Found", "The resource could not be found."),
     405: ("Method Not Allowed", "The method is not allowed for this resource."),
     409: ("Conflict", "There was a conflict when trying to complete your request."),
     412: ("Precondition Failed", "Request precondition failed."),
+    413: ("Request Entity Too Large", "The body of your request was too large for this "
+                                      "server."),
     500: ("Internal Server Error", "The server has either erred or is incapable of performing "
                                    "the requested operation."),
+    503: ("Service Unavailable", "The server is currently unavailable."),
 }
-_HTTP_TYPES = {400: "HTTPBadRequest", 403: "HTTPForbidden", 404: "NotFound",
+_HTTP_TYPES = {400: "HTTPBadRequest", 401: "HTTPUnauthorized", 403: "HTTPForbidden",
+               404: "NotFound",
                405: "HTTPMethodNotAllowed", 409: "HTTPConflict",
                412: "HTTPPreconditionFailed", 500: "HTTPInternalServerError"}
 
@@ -66,6 +75,11 @@ def template_message(exc: TemplateError) -> str:
     return "\n".join(str(p) for p in exc.problems)
 
 
+def is_too_large(exc: TemplateError) -> bool:
+    """Whether the template package refused a document for its size (and nothing else)."""
+    return all(p.kind == SYNTAX and "over the limit of" in p.message for p in exc.problems)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn exceptions into Heat's error JSON."""
 
@@ -75,6 +89,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(TemplateError)
     async def _template(_: Request, exc: TemplateError) -> JSONResponse:
+        if is_too_large(exc):
+            return error_response(413, "RequestLimitExceeded", template_message(exc))
         return error_response(400, "StackValidationFailed", template_message(exc))
 
     @app.exception_handler(NotFound)

@@ -2,7 +2,8 @@
 
 Callers: ``convergence.api.app`` includes :data:`router`. Each route parses the request, calls
 one use case of ``convergence.services`` and shapes the answer with ``convergence.api.views``.
-No authentication (noauth): the tenant is the URL's.
+Every route depends on ``convergence.api.auth.require_auth`` (the tenant is the URL's, checked
+against the caller's token unless in noauth mode).
 
 A stack's canonical path is ``stacks/{name}/{id}``; a path whose second segment is not the
 stack's id (``stacks/{name_or_id}[/...]``) is a lookup, answered with a 302 to the canonical
@@ -20,14 +21,15 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from convergence import services
-from convergence.api import views
+from convergence.api import ops, stream, views
+from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError, Redirect
 from convergence.errors import Conflict, NotFound, PreconditionFailed
 from convergence.runtime import Runtime
-from convergence.store.views import StackView, TemplateContent
+from convergence.store.views import RecordView, StackView, TemplateContent
 from convergence.template import TemplateError, load_document
 
-router = APIRouter(prefix="/v1/{tenant_id}")
+router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 
@@ -62,6 +64,7 @@ async def json_body(request: Request) -> dict[str, Any]:
                        f"The request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "MalformedRequestBody", "The request body must be a JSON object.")
+    ops.check_template_size(request, data)
     return data
 
 
@@ -337,10 +340,30 @@ def delete_stack(request: Request, stack: StackView = Depends(canonical_stack), 
 @router.get("/stacks/{stack_name}/{stack_id}/resources")
 def list_resources(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                    rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    query = request.query_params
+    unknown = sorted(set(query) - _RESOURCE_PARAMS)
+    if unknown:
+        raise _bad(f"Invalid filter parameters {unknown}: allowed are "
+                   f"{', '.join(sorted(_RESOURCE_PARAMS))}.")
+    _int_param(query.get("nested_depth"), "nested_depth")  # no nested stacks here yet
     records = services.list_resources(rt, stack.tenant, stack.id)
     base = _base(request)
-    return {"resources": [views.resource_item(base, stack, r, records)
-                          for r in views.current_records(records)]}
+    detail = _flag(query.get("with_detail"), False)
+    return {"resources": [views.resource_item(base, stack, r, records, detail=detail)
+                          for r in views.current_records(records)
+                          if _resource_matches(r, query.getlist)]}
+
+
+_RESOURCE_PARAMS = frozenset({"nested_depth", "with_detail", "type", "status", "name",
+                              "action", "id", "physical_resource_id"})
+
+
+def _resource_matches(r: RecordView, given: Any) -> bool:
+    """Heat's resource filters; a repeated parameter matches any of its values."""
+    fields = {"type": {r.type}, "status": {r.status, f"{r.action}_{r.status}"},
+              "name": {r.name}, "action": {r.action}, "id": {r.name},
+              "physical_resource_id": {r.physical_id or ""}}
+    return all(not given(k) or fields[k] & set(given(k)) for k in fields)
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
@@ -360,12 +383,20 @@ def show_resource(request: Request, resource_name: str,
 def list_events(request: Request, limit: str | None = None, marker: str | None = None,
                 sort_dir: str = "asc", resource_name: str | None = None,
                 resource_status: str | None = None, resource_action: str | None = None,
+                watch: str | None = None, wait: str | None = None,
                 stack: StackView = Depends(canonical_stack),  # noqa: B008
-                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+                rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
     if sort_dir.lower() not in ("asc", "desc"):
         raise _bad("'sort_dir' must be asc or desc.")
     descending = sort_dir.lower() == "desc"
     after = _int_param(marker, "marker")
+    # watch=true: the SSE stream; wait=N: long-poll for an event after the marker.
+    pushed = stream.stack_events(request, rt, stack, watch=watch, wait=wait, marker=after,
+                                 answer=lambda: list_events(
+                                     request, limit, marker, sort_dir, resource_name,
+                                     resource_status, resource_action, None, None, stack, rt))
+    if pushed is not None:
+        return pushed
     events = services.list_events(rt, stack.tenant, stack.id)
     if resource_name is not None:
         events = [e for e in events if e.resource_name == resource_name]

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from convergence.engine.definitions import DefinitionCache
@@ -89,6 +89,7 @@ class Engine:
         self.inline_seconds = inline_seconds
         self.stats = EngineStats()
         self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
+        self.on_events: Callable[[], None] | None = None  # called after events committed
         self._plugins: dict[str, ResourcePlugin] = {}
         self.definitions = DefinitionCache(self._load_template, registry)
         self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock,
@@ -342,6 +343,8 @@ class Engine:
                         now_stack.traversal_id == trav.id and current.state == RUNNING:
                     take, ready = ready[:self.batch_size], ready[self.batch_size:]
                     nxt = self._prepare(tx, current, now_stack, tx.nodes(trav.id, take), owner)
+        if events and self.on_events is not None:
+            self.on_events()
         follow.extend(batches(trav.id, ready, self.batch_size))
         if finished:
             follow.append(Work(FINISH, trav.id))
@@ -376,6 +379,8 @@ class Engine:
                 tx.add_events(stack.id, trav.id, trav.generation, [NewEvent(
                     stack.name, stack.id, "OS::Heat::Stack", trav.action, status,
                     str(values["status_reason"]))])
+        if self.on_events is not None:
+            self.on_events()
 
     def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView) -> dict[str, object]:
         if trav.template_id is None:

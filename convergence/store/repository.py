@@ -537,6 +537,43 @@ class Tx:
             query = query.limit(limit)
         return [_event(r) for r in self.conn.execute(query)]
 
+    # statistics (metrics) -------------------------------------------------------------------
+    def ping(self) -> None:
+        """A trivial query: raises when the database does not answer."""
+        self.conn.execute(select(1))
+
+    def stack_counts(self) -> dict[str, int]:
+        """Live (not deleted) stacks by ``ACTION_STATUS``, over every tenant."""
+        query = select(T_STACK.c.action, T_STACK.c.status, func.count()) \
+            .where(T_STACK.c.deleted_at.is_(None)) \
+            .group_by(T_STACK.c.action, T_STACK.c.status)
+        return {f"{a}_{s}": int(n) for a, s, n in self.conn.execute(query)}
+
+    def traversal_counts(self) -> dict[tuple[str, str], int]:
+        """Traversals by (action, state) since the database was created."""
+        query = select(T_TRAV.c.action, T_TRAV.c.state, func.count()) \
+            .group_by(T_TRAV.c.action, T_TRAV.c.state)
+        return {(str(a), str(s)): int(n) for a, s, n in self.conn.execute(query)}
+
+    def project_events(self, tenant: str, after: int = 0,
+                       limit: int | None = None) -> list[EventView]:
+        """The events of all the tenant's stacks (deleted ones too) after the id ``after``, in
+        id order: a range scan of the events' primary key, filtered by the tenant's stacks."""
+        stacks = select(T_STACK.c.id).where(T_STACK.c.tenant == tenant)
+        query = select(T_EVENT).where(T_EVENT.c.id > after, T_EVENT.c.stack_id.in_(stacks)) \
+            .order_by(T_EVENT.c.id)
+        if limit:
+            query = query.limit(limit)
+        return [_event(r) for r in self.conn.execute(query)]
+
+    def stacks_by_id(self, ids: Iterable[str]) -> dict[str, StackView]:
+        """The stacks (deleted ones too) with these ids."""
+        found: dict[str, StackView] = {}
+        for chunk in _chunks(sorted(set(ids)), _CHUNK):
+            for row in self.conn.execute(select(T_STACK).where(T_STACK.c.id.in_(chunk))):
+                found[row.id] = _stack(row)
+        return found
+
 
 class Store:
     """Opens transactions on one database."""

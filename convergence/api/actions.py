@@ -1,0 +1,206 @@
+"""Stack actions and previews of Heat's API v1, under ``/v1/{tenant_id}``.
+
+Callers: ``convergence.api.app`` includes :data:`router` before the stack routes (whose lookup
+routes would otherwise take ``stacks/preview`` and ``stacks/{name}/{id}/...`` paths).
+
+- ``POST /stacks/{name}/{id}/actions``: a body of exactly one of ``suspend``, ``resume``,
+  ``check``, ``cancel_update``, ``cancel_without_rollback``. The engine does not do these yet:
+  each answers 400 ``NotSupported``; anything else is a 400 bad request.
+- ``POST /stacks/preview``: validates a new stack and lists the resources it would create.
+- ``PUT|PATCH /stacks/{name}/{id}/preview``: what an update would do to each resource
+  (``convergence.preview``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+
+from convergence import preview
+from convergence.api import views
+from convergence.api.auth import require_auth
+from convergence.api.errors import ApiError
+from convergence.api.stacks import (
+    _environments,
+    _mapping,
+    _template_text,
+    canonical_stack,
+    json_body,
+    runtime,
+)
+from convergence.errors import Conflict
+from convergence.runtime import Runtime
+from convergence.store.views import RecordView, StackView, TemplateContent
+from convergence.template import TemplateError
+
+router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
+
+ACTIONS = ("suspend", "resume", "check", "cancel_update", "cancel_without_rollback")
+
+
+def _base(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+# Actions ----------------------------------------------------------------------------------------
+
+@router.post("/stacks/{stack_name}/{stack_id}/actions")
+def stack_action(stack: StackView = Depends(canonical_stack),  # noqa: B008
+                 body: dict[str, Any] = Depends(json_body)) -> None:  # noqa: B008
+    if len(body) != 1:
+        raise ApiError(400, "HTTPBadRequest", "The request body must name exactly one "
+                       f"action, one of: {', '.join(ACTIONS)}.")
+    action = next(iter(body))
+    if action not in ACTIONS:
+        raise ApiError(400, "HTTPBadRequest", f"Invalid action {action!r}: must be one of "
+                       f"{', '.join(ACTIONS)}.")
+    raise ApiError(400, "NotSupported", f"The stack action '{action}' is not supported yet "
+                   f"by this engine (Stack {stack.name}); nothing was done.")
+
+
+# Previews ---------------------------------------------------------------------------------------
+
+def _content(body: Mapping[str, Any]) -> TemplateContent:
+    if body.get("template") is None:
+        if body.get("template_url"):
+            raise ApiError(400, "NotSupported", "template_url is not supported; send the "
+                           "template in the request.")
+        raise ApiError(400, "HTTPBadRequest", "No template specified")
+    files = _mapping(body, "files")
+    return TemplateContent(text=_template_text(body["template"]), files=files,
+                           environments=tuple(_environments(body, files)),
+                           parameters=_mapping(body, "parameters"))
+
+
+def _preview_resource(stack_name: str, stack_href: str, tenant: str,
+                      item: preview.DesiredResource, required_by: list[str]) -> dict[str, Any]:
+    return {
+        "resource_name": item.name,
+        "logical_resource_id": item.name,
+        "resource_type": item.type,
+        "resource_action": "INIT",
+        "resource_status": "COMPLETE",
+        "resource_status_reason": "",
+        "physical_resource_id": "",
+        "properties": preview.plain(item.properties),
+        "attributes": {},
+        "metadata": {},
+        "description": "",
+        "required_by": required_by,
+        "stack_name": stack_name,
+        "stack_identity": {"stack_name": stack_name, "stack_id": "None", "tenant": tenant,
+                           "path": ""},
+        "resource_identity": {"stack_name": stack_name, "stack_id": "None", "tenant": tenant,
+                              "path": f"/resources/{quote(item.name, safe='')}"},
+        "links": [{"href": stack_href, "rel": "stack"}],
+        "creation_time": None,
+        "updated_time": None,
+    }
+
+
+@router.post("/stacks/preview")
+def preview_create(request: Request, tenant_id: str,
+                   body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    name = body.get("stack_name")
+    if not isinstance(name, str) or not name:
+        raise ApiError(400, "HTTPBadRequest", "'stack_name' is required.")
+    try:
+        found = preview.preview_create(rt, tenant_id, name, _content(body))
+    except Conflict as exc:
+        raise ApiError(409, "StackExists", str(exc)) from None
+    href = f"{_base(request)}/v1/{quote(tenant_id, safe='')}/stacks/{quote(name, safe='')}/None"
+    deps = found.definition.dependencies
+    required_by = {n: sorted(o for o, d in deps.items() if n in d)
+                   for n in found.definition.resource_types}
+    params = {k: v if isinstance(v, str) else str(v)
+              for k, v in found.definition.parameters.items()}
+    params.update({"OS::stack_id": "None", "OS::stack_name": name, "OS::project_id": tenant_id})
+    return {"stack": {
+        "id": "None",
+        "stack_name": name,
+        "links": [{"href": href, "rel": "self"}],
+        "description": found.description,
+        "template_description": found.description,
+        "stack_owner": None,
+        "parent": None,
+        "capabilities": [],
+        "notification_topics": [],
+        "disable_rollback": True,
+        "timeout_mins": body.get("timeout_mins"),
+        "parameters": params,
+        "creation_time": None,
+        "updated_time": None,
+        "deletion_time": None,
+        "resources": [_preview_resource(name, href, tenant_id, r, required_by.get(r.name, []))
+                      for r in found.resources],
+    }}
+
+
+def _change_item(base: str, stack: StackView, name: str, record: RecordView | None,
+                 desired: preview.DesiredResource | None) -> dict[str, Any]:
+    stack_href = views.stack_url(base, stack)
+    identity = {"stack_name": stack.name, "stack_id": stack.id, "tenant": stack.tenant,
+                "path": ""}
+    item: dict[str, Any] = {
+        "resource_name": name,
+        "logical_resource_id": name,
+        "resource_type": desired.type if desired is not None else
+        (record.type if record is not None else ""),
+        "resource_action": record.action if record is not None else "INIT",
+        "resource_status": record.status if record is not None else "COMPLETE",
+        "resource_status_reason": record.status_reason if record is not None else "",
+        "physical_resource_id": (record.physical_id or "") if record is not None else "",
+        "stack_name": stack.name,
+        "stack_identity": identity,
+        "resource_identity": {**identity, "path": f"/resources/{quote(name, safe='')}"},
+        "creation_time": views.iso(record.created_at) if record is not None else None,
+        "updated_time": views.iso(record.updated_at or record.created_at)
+        if record is not None else None,
+        "description": "",
+        "links": [{"href": f"{stack_href}/resources/{quote(name, safe='')}", "rel": "self"},
+                  {"href": stack_href, "rel": "stack"}],
+    }
+    if desired is not None:
+        item["properties"] = preview.plain(desired.properties)
+    return item
+
+
+def _update_preview(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, Any],
+                    existing: bool) -> dict[str, Any]:
+    template = body.get("template")
+    if template is None and not existing:
+        raise ApiError(400, "HTTPBadRequest", "No template specified")
+    files = _mapping(body, "files")
+    try:
+        found = preview.preview_update(
+            rt, stack.tenant, stack.id,
+            _template_text(template) if template is not None else None, files=files,
+            environments=_environments(body, files), parameters=_mapping(body, "parameters"),
+            existing=existing)
+    except ValueError as exc:
+        if isinstance(exc, TemplateError):
+            raise
+        raise ApiError(400, "HTTPBadRequest", str(exc)) from None
+    base = _base(request)
+    return {"resource_changes": {
+        bucket: [_change_item(base, stack, n, found.heads.get(n), found.desired.get(n))
+                 for n in found.changes.bucket(bucket)]
+        for bucket in preview.BUCKETS}}
+
+
+@router.put("/stacks/{stack_name}/{stack_id}/preview")
+def preview_update(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                   body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    return _update_preview(request, stack, rt, body, existing=False)
+
+
+@router.patch("/stacks/{stack_name}/{stack_id}/preview")
+def preview_patch(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                  body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    return _update_preview(request, stack, rt, body, existing=True)

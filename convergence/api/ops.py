@@ -1,0 +1,290 @@
+"""Operations endpoints and middleware: readiness, Heat's healthcheck, metrics, body limits.
+
+Callers: ``convergence.api.app`` calls :func:`install` once. It adds
+
+- ``GET /readyz``: 200 when the database answers (and the broker, when one is configured:
+  a Redis ``PING``), else 503 naming what failed; ``GET /healthcheck`` (Heat's path) answers
+  as ``/healthz`` does.
+- ``GET /metrics``: Prometheus text format: HTTP requests by method, route template and
+  status (and their duration), traversals started and finished by outcome and stacks by
+  status (read from the store at scrape time), traversals finished by this process.
+- a request body limit (``Settings.max_request_bytes``): larger bodies get 413 in Heat's
+  error shape before anything parses them.
+
+Metrics live in a registry per app, so several apps (tests) do not collide. With several
+server processes, each process counts its own requests (prometheus_client's multiprocess
+mode is not set up here); the store-derived figures are global.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from convergence import services
+from convergence.api.errors import ApiError, error_body
+from convergence.runtime import Runtime
+
+router = APIRouter()
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+TOO_LARGE = "RequestLimitExceeded"
+
+
+# Health -----------------------------------------------------------------------------------------
+
+def redis_ping(url: str, timeout: float = 2.0) -> None:
+    """PING the broker; raises when it does not answer."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        if not client.ping():
+            raise ConnectionError("the broker did not answer PING")
+    finally:
+        client.close()
+
+
+def readiness(rt: Runtime) -> dict[str, str]:
+    """Each dependency and ``ok`` or why it failed."""
+    checks: dict[str, str] = {}
+    try:
+        services.ping_database(rt)
+        checks["database"] = "ok"
+    except Exception as exc:
+        checks["database"] = f"failed: {type(exc).__name__}: {exc}"
+    if rt.settings.broker_url:
+        try:
+            redis_ping(rt.settings.broker_url)
+            checks["broker"] = "ok"
+        except Exception as exc:
+            checks["broker"] = f"failed: {type(exc).__name__}: {exc}"
+    return checks
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    checks = readiness(request.app.state.runtime)
+    failed = sorted(k for k, v in checks.items() if v != "ok")
+    body: dict[str, Any] = {"status": "ok" if not failed else "unavailable", "checks": checks}
+    if failed:
+        body["failed"] = failed
+    return JSONResponse(body, status_code=503 if failed else 200)
+
+
+@router.get("/healthcheck")
+def healthcheck() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+# Metrics ----------------------------------------------------------------------------------------
+
+class StoreCollector(Collector):
+    """Figures read from the store (and the engine) at scrape time."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def collect(self) -> Iterator[Metric]:
+        stacks, traversals = services.store_stats(self._rt)
+        by_status = GaugeMetricFamily("convergence_stacks", "Live stacks by status.",
+                                      labels=["status"])
+        for status, n in sorted(stacks.items()):
+            by_status.add_metric([status], n)
+        yield by_status
+        started = CounterMetricFamily("convergence_traversals_started",
+                                      "Traversals started, by action.", labels=["action"])
+        finished = CounterMetricFamily(
+            "convergence_traversals_finished",
+            "Traversals finished, by action and outcome (COMPLETE, FAILED, SUPERSEDED).",
+            labels=["action", "outcome"])
+        per_action: dict[str, int] = {}
+        for (action, state), n in sorted(traversals.items()):
+            per_action[action] = per_action.get(action, 0) + n
+            if state not in ("PLANNING", "RUNNING"):
+                finished.add_metric([action, state], n)
+        for action, n in sorted(per_action.items()):
+            started.add_metric([action], n)
+        yield started
+        yield finished
+        local = CounterMetricFamily("convergence_engine_traversals_finished",
+                                    "Traversals finished by this process's engine.")
+        local.add_metric([], self._rt.engine.finishes)
+        yield local
+
+
+class Metrics:
+    """The app's metrics registry and its HTTP instruments."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("convergence_http_requests", "HTTP requests answered.",
+                                ["method", "route", "status"], registry=self.registry)
+        self.duration = Histogram("convergence_http_request_duration_seconds",
+                                  "Time to answer HTTP requests.", ["method", "route"],
+                                  registry=self.registry)
+        self.registry.register(StoreCollector(rt))
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.duration.labels(method, route).observe(seconds)
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def route_template(scope: Mapping[str, Any]) -> str:
+    """The matched route's path template (``/v1/{tenant_id}/stacks``); ``unmatched`` if none."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.metrics.observe(scope.get("method", ""), route_template(scope),
+                                 status["code"], time.perf_counter() - started)
+
+
+# Limits -----------------------------------------------------------------------------------------
+
+def too_large(what: str, size: int | None, limit: int) -> ApiError:
+    told = f"{size} bytes" if size is not None else "larger"
+    return ApiError(413, TOO_LARGE, f"The {what} is {told}, over the limit of {limit} bytes.")
+
+
+class BodyLimitMiddleware:
+    """Refuses (413) request bodies over ``limit`` bytes before the app reads them.
+
+    A declared ``Content-Length`` over the limit is refused at once; a body without one is
+    read up to the limit (and refused beyond it), then handed to the app as read.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _refuse(self, send: Send, size: int | None) -> None:
+        error = too_large("request body", size, self.limit)
+        response = JSONResponse(error_body(error.code, error.type, error.message),
+                                status_code=413, headers={"Connection": "close"})
+        await response({"type": "http"}, _no_receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                size = None
+            if size is not None and size > self.limit:
+                await self._refuse(send, size)
+                return
+            if size is not None:
+                await self.app(scope, receive, send)
+                return
+        # No usable length: read the body here, up to the limit.
+        chunks: list[bytes] = []
+        total = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > self.limit:
+                await self._refuse(send, None)
+                return
+            chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+        replayed = {"done": False}
+
+        async def replay() -> Message:
+            if not replayed["done"]:
+                replayed["done"] = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def check_template_size(request: Request, body: Mapping[str, Any]) -> None:
+    """413 when the body's ``template`` is over ``Settings.max_template_bytes``."""
+    import json
+
+    template = body.get("template")
+    if template is None:
+        return
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        return
+    limit = runtime.settings.max_template_bytes
+    if isinstance(template, str):
+        size = len(template.encode("utf-8")) if len(template) * 4 > limit else len(template)
+    elif isinstance(template, Mapping):
+        size = len(json.dumps(template).encode("utf-8"))
+    else:
+        return
+    if size > limit:
+        raise too_large("template", size, limit)
+
+
+# Wiring -----------------------------------------------------------------------------------------
+
+def install(app: FastAPI) -> None:
+    """Add the operations routes, the metrics and the body limit to the app."""
+    rt: Runtime = app.state.runtime
+    app.state.metrics = Metrics(rt)
+    app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, limit=rt.settings.max_request_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
