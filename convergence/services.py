@@ -29,6 +29,7 @@ from convergence.template import (
     Problems,
     TemplateError,
     TypeCatalog,
+    load_document,
     parse_environment,
     validate_stack,
 )
@@ -262,9 +263,9 @@ def get_stack(rt: Runtime, tenant: str, name_or_id: str) -> StackView:
         return _stack_or_404(tx, tenant, name_or_id)
 
 
-def list_stacks(rt: Runtime, tenant: str) -> list[StackView]:
+def list_stacks(rt: Runtime, tenant: str, *, include_deleted: bool = False) -> list[StackView]:
     with rt.store.begin() as tx:
-        return tx.stacks(tenant)
+        return tx.stacks(tenant, include_deleted=include_deleted)
 
 
 def list_resources(rt: Runtime, tenant: str, name_or_id: str) -> list[RecordView]:
@@ -352,3 +353,141 @@ def store_stats(rt: Runtime) -> tuple[dict[str, int], dict[tuple[str, str], int]
     """Live stacks by ``ACTION_STATUS`` and traversals by (action, state): two cheap queries."""
     with rt.store.begin() as tx:
         return tx.stack_counts(), tx.traversal_counts()
+
+
+# Environment, export, abandon and mark-unhealthy -----------------------------------------------
+
+_ENV_SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "event_sinks",
+                 "encrypted_param_names")
+
+
+def merged_environment(content: TemplateContent | None) -> dict[str, Any]:
+    """The stack's environments merged in order (later ones win), the stack's parameters on
+    top, in Heat's shape: every section present."""
+    env: dict[str, Any] = {"parameters": {}, "parameter_defaults": {},
+                           "resource_registry": {"resources": {}}, "event_sinks": [],
+                           "encrypted_param_names": []}
+    if content is None:
+        return env
+    for doc in content.environments:
+        if not isinstance(doc, Mapping):
+            continue
+        for section in _ENV_SECTIONS:
+            value = doc.get(section)
+            if isinstance(value, Mapping):
+                if section == "resource_registry":
+                    registry = env["resource_registry"]
+                    for key, item in value.items():
+                        if key == "resources" and isinstance(item, Mapping):
+                            registry["resources"].update(item)
+                        else:
+                            registry[key] = item
+                else:
+                    env[section].update(value)
+            elif isinstance(value, list):
+                env[section].extend(v for v in value if v not in env[section])
+    env["parameters"].update(content.parameters)
+    return env
+
+
+def _template_document(content: TemplateContent | None) -> dict[str, Any]:
+    if content is None:
+        return {}
+    try:
+        doc = load_document(content.text, "template")
+    except TemplateError:
+        return {}
+    return dict(doc) if isinstance(doc, Mapping) else {}
+
+
+def resource_metadata(content: TemplateContent | None, name: str) -> dict[str, Any]:
+    """A resource's ``metadata`` as its template gives it (``{}`` when it has none)."""
+    resources = _template_document(content).get("resources")
+    definition = resources.get(name) if isinstance(resources, Mapping) else None
+    value = definition.get("metadata") if isinstance(definition, Mapping) else None
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _current(records: Sequence[RecordView]) -> list[RecordView]:
+    """One record per name: the one the stack uses (not one being replaced)."""
+    best: dict[str, RecordView] = {}
+    for r in records:
+        held = best.get(r.name)
+        if held is None or (r.replaced_by is None, r.id) > (held.replaced_by is None, held.id):
+            best[r.name] = r
+    return [best[n] for n in sorted(best)]
+
+
+def _export(tx: Tx, stack: StackView) -> dict[str, Any]:
+    content = tx.template(stack.template_id) if stack.template_id else None
+    return {
+        "id": stack.id, "name": stack.name, "action": stack.action, "status": stack.status,
+        "project_id": stack.tenant, "stack_user_project_id": None, "tags": None,
+        "template": _template_document(content), "environment": merged_environment(content),
+        "files": dict(content.files) if content is not None else {},
+        "resources": {r.name: {"name": r.name, "type": r.type, "action": r.action,
+                               "status": r.status, "resource_id": r.physical_id,
+                               "resource_data": {},
+                               "metadata": resource_metadata(content, r.name)}
+                      for r in _current(tx.records(stack.id))},
+    }
+
+
+def export_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
+    """Heat's abandon/export blob of a stack (what adopt takes back), changing nothing."""
+    with rt.store.begin() as tx:
+        return _export(tx, _stack_or_404(tx, tenant, name_or_id))
+
+
+def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
+    """Forget a stack, keeping its physical resources; returns its export blob.
+
+    The stack's records are removed and the stack ends DELETE_COMPLETE (readable by id, not
+    listed), as Heat's abandon does. Refused (Conflict) while a traversal is in progress: a
+    step in flight could otherwise act on resources the blob does not show.
+    """
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        if stack.deleted_at is not None:
+            raise NotFound(f"The Stack ({name_or_id}) could not be found.")
+        if stack.status == "IN_PROGRESS":
+            raise Conflict(f"Stack {stack.name} already has an action ({stack.action}) in "
+                           "progress.")
+        blob = _export(tx, stack)
+        tx.supersede_traversals(stack.id, keep="")
+        tx.forget_records(stack.id)
+        reason = "Stack abandoned: its resources were kept"
+        tx.update_stack(stack.id, action="DELETE", status="COMPLETE", status_reason=reason,
+                        traversal_id=None, deleted_at=tx.now)
+        tx.add_events(stack.id, None, stack.generation, [NewEvent(
+            stack.name, stack.id, "OS::Heat::Stack", "DELETE", "COMPLETE", reason)])
+    return blob
+
+
+def mark_resource_health(rt: Runtime, tenant: str, name_or_id: str, resource: str,
+                         unhealthy: bool, reason: str = "") -> RecordView:
+    """Mark a resource (by name or physical id) unhealthy: CHECK_FAILED, which the next
+    update replaces; or healthy again: a CHECK_FAILED one becomes CHECK_COMPLETE.
+
+    Conflict while a step holds the resource's lease.
+    """
+    with rt.store.begin() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        current = _current(tx.records(stack.id))
+        found = [r for r in current if r.name == resource] or \
+            [r for r in current if r.physical_id and r.physical_id == resource]
+        if not found:
+            raise NotFound(f"The Resource ({resource}) could not be found in Stack "
+                           f"{stack.name}.")
+        record = found[0]
+        if unhealthy:
+            status, why = "FAILED", reason or "state changed by resource_mark_unhealthy"
+        elif record.action == "CHECK" and record.status == "FAILED":
+            status, why = "COMPLETE", reason or "state changed by resource_mark_unhealthy"
+        else:
+            return record
+        if not tx.set_record_state(record.id, "CHECK", status, why):
+            raise Conflict(f"The Resource ({record.name}) is being worked on; try again.")
+        tx.add_events(stack.id, None, stack.generation, [NewEvent(
+            record.name, record.physical_id, record.type, "CHECK", status, why)])
+        return tx.records_by_id([record.id])[record.id]

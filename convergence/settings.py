@@ -14,6 +14,8 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_TOKENS_FILE``   token mode: YAML/JSON mapping token -> {project, roles}
 ``CONVERGENCE_KEYSTONE_URL``  keystone mode: the Keystone endpoint (``/v3`` is added)
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
+``CONVERGENCE_WEBHOOK_BACKOFF_SECONDS`` webhooks: first retry delay (doubles); default 1
+``CONVERGENCE_WEBHOOK_MAX_ATTEMPTS`` webhooks: attempts before a delivery is given up; default 8
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class Settings:
     tokens_file: str | None = None
     keystone_url: str | None = None
     keystone_service_token: str | None = field(default=None, repr=False)  # a secret
+    # Notification webhooks (convergence.webhooks): first retry after this many seconds,
+    # doubling each time, and how many attempts before giving up.
+    webhook_backoff_seconds: float = 1.0
+    webhook_max_attempts: int = 8
 
     @property
     def embedded(self) -> bool:
@@ -91,4 +97,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tokens_file=get("TOKENS_FILE"),
         keystone_url=get("KEYSTONE_URL"),
         keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),
+        webhook_backoff_seconds=float(get("WEBHOOK_BACKOFF_SECONDS") or 1.0),
+        webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from convergence.api import actions, catalog, errors, ops, stream
+from convergence.api import actions, catalog, errors, ops, stack_extras, stream, subscriptions
 from convergence.api.auth import Authenticator, build_authenticator
 from convergence.api.stacks import router
 from convergence.dispatch.inprocess import InProcessDispatcher
@@ -126,7 +126,9 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
 
     ops.install(app)  # /readyz, /healthcheck, /metrics and the request body limit
     app.include_router(actions.router)  # before the stack routes, whose lookups match any path
+    app.include_router(stack_extras.router)  # the list, export/abandon, events, mark-unhealthy
     app.include_router(catalog.router)
     app.include_router(router)
     app.include_router(stream.router)  # GET /v1/{tenant}/events (+ watch, wait)
+    subscriptions.install(app)  # /v1/{tenant}/subscriptions + webhook delivery
     return app

@@ -214,37 +214,7 @@ def _description(content: TemplateContent | None) -> str:
 
 # Stacks ------------------------------------------------------------------------------------------
 
-@router.get("/stacks")
-def list_stacks(request: Request, tenant_id: str, limit: str | None = None,
-                marker: str | None = None, sort_dir: str = "desc", name: str | None = None,
-                status: str | None = None, id: str | None = None,
-                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    stacks = services.list_stacks(rt, tenant_id)
-    stacks.sort(key=lambda s: s.created_at, reverse=sort_dir.lower() != "asc")
-    if name is not None:
-        stacks = [s for s in stacks if s.name == name]
-    if id is not None:
-        stacks = [s for s in stacks if s.id == id]
-    if status is not None:
-        stacks = [s for s in stacks if status in (s.status, s.stack_status)]
-    if marker:
-        ids = [s.id for s in stacks]
-        if marker not in ids:
-            raise NotFound(f"The Stack ({marker}) could not be found.")
-        stacks = stacks[ids.index(marker) + 1:]
-    size = _int_param(limit, "limit")
-    body: dict[str, Any] = {}
-    if size is not None:
-        if size < 0:
-            raise _bad("'limit' must not be negative.")
-        full = len(stacks) > size
-        stacks = stacks[:size]
-        if full and stacks:
-            query = f"limit={size}&marker={quote(stacks[-1].id)}"
-            body["links"] = [{"rel": "next",
-                              "href": f"{_base(request)}/v1/{tenant_id}/stacks?{query}"}]
-    body["stacks"] = [views.stack_summary(_base(request), s) for s in stacks]
-    return body
+# GET /stacks (the list and its filters) is in convergence.api.stack_extras.
 
 
 @router.post("/stacks", status_code=201)

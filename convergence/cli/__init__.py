@@ -21,12 +21,16 @@ from convergence.logs import configure_logging
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="convergence")
+@click.option("--url", envvar="CONVERGENCE_URL", metavar="URL",
+              help="Talk to the API at URL (e.g. http://127.0.0.1:8004) instead of running "
+                   "embedded; the token is CONVERGENCE_TOKEN.")
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, url: str | None) -> None:
     """Convergence: drive a cloud until it matches a Heat (HOT) template."""
     configure_logging("console")
     # The project (tenant) the stack commands work in: read here only, then passed down.
-    ctx.obj = CliState(tenant=os.environ.get("CONVERGENCE_PROJECT_ID") or DEFAULT_TENANT)
+    ctx.obj = CliState(tenant=os.environ.get("CONVERGENCE_PROJECT_ID") or DEFAULT_TENANT,
+                       url=url or None, token=os.environ.get("CONVERGENCE_TOKEN") or None)
 
 
 cli.add_command(template)

@@ -10,6 +10,10 @@ process, and a command that finds a stack left in progress by an interrupted one
 first. With a broker, commands return at once unless ``--wait`` is given. ``--wait`` shows the
 progress and exits 0 when the request completed, 1 when it failed.
 
+Remote mode (``--url`` / ``CONVERGENCE_URL``): the same commands talk to the API through
+``convergence.cli.remote``; requests return at once unless ``--wait`` is given, and ``--wait``
+and ``event list --follow`` read the API's events watch stream.
+
 Exit codes: 0 success; 1 refused input (each problem on its own line with its path), a stack
 or resource not found, a conflict, or a failed request; 2 usage error; 130 interrupted.
 """
@@ -29,7 +33,8 @@ import click
 from convergence import services
 from convergence.cli import output as out
 from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
-from convergence.cli.progress import View, make_view, run_to_end, settle, settled
+from convergence.cli.progress import Snapshot, View, make_view, run_to_end, settle, settled
+from convergence.cli.remote import Progress, RemoteClient
 from convergence.cli.state import CliState, pass_state
 from convergence.errors import ConvergenceError
 from convergence.store.views import EventView, RecordView, StackView
@@ -147,8 +152,45 @@ def finish_request(state: CliState, stack: StackView, wait: bool, fmt: str, *,
         sys.exit(EXIT_FAILED)
 
 
+def _snapshot(p: Progress) -> Snapshot:
+    """Remote mode: what the watch stream told so far, as the progress views show it."""
+    done = sum(1 for status in p.resources.values() if status.endswith("_COMPLETE"))
+    if settled(p.stack) and p.stack.status == "COMPLETE":
+        done = len(p.resources)
+    busy = tuple(sorted(n for n, status in p.resources.items()
+                        if status.endswith("_IN_PROGRESS")))
+    return Snapshot(p.stack, len(p.resources), done, busy)
+
+
+def finish_remote(client: RemoteClient, stack: StackView, after: int, wait: bool, fmt: str,
+                  *, show: bool = True) -> None:
+    """Remote mode: after a request was accepted, follow it on the stream when asked, show
+    the stack, exit (1 when it failed)."""
+    if wait:
+        view = _progress_view(wait, fmt) or View()
+        try:
+            stack = client.wait(stack, after, lambda _, p: view.show(_snapshot(p)))
+        except KeyboardInterrupt:
+            click.echo(f"\nStopped waiting; the server goes on with stack {stack.name}.",
+                       err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        finally:
+            view.close()
+    if show:
+        out.emit_record(out.stack_fields(stack), cast(out.Format, fmt))
+    elif wait:
+        click.echo(f"Stack {stack.name} {stack.stack_status}")
+    if settled(stack) and stack.status == "FAILED":
+        click.echo(f"Error: stack {stack.name} {stack.stack_status}: {stack.status_reason}",
+                   err=True)
+        sys.exit(EXIT_FAILED)
+
+
 def _stack(state: CliState, name: str) -> StackView:
     """A stack by name or id, its interrupted work finished first (embedded mode)."""
+    client = state.remote()
+    if client is not None:
+        return client.get_stack(name)
     rt = state.runtime()
     stack = services.get_stack(rt, state.tenant, name)
     with _interruptible(state, stack):
@@ -182,6 +224,13 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
     parameters = parse_params(params)
     text, files, envs = read_input(template, env_files, files_dir)
     assert text is not None
+    client = state.remote()
+    if client is not None:
+        stack = client.create_stack(
+            name, text, files=files, environments=envs, parameters=parameters,
+            timeout_mins=timeout_mins, disable_rollback=not enable_rollback)
+        finish_remote(client, stack, 0, wait, fmt)
+        return
     created = services.create_stack(
         state.runtime(), state.tenant, name, text, files=files, environments=envs,
         parameters=parameters, timeout_mins=timeout_mins, disable_rollback=not enable_rollback)
@@ -209,6 +258,15 @@ def update(state: CliState, name: str, template: Path | None, existing: bool,
         raise click.UsageError("a template is needed (-t FILE), or --existing")
     parameters = parse_params(params)
     text, files, envs = read_input(template, env_files, files_dir)
+    client = state.remote()
+    if client is not None:
+        current = client.get_stack(name)
+        after = client.last_event_id(current) if wait else 0
+        stack = client.update_stack(
+            current.id, text, files=files or None, environments=envs,
+            parameters=parameters or None, existing=existing, timeout_mins=timeout_mins)
+        finish_remote(client, stack, after, wait, fmt)
+        return
     updated = services.update_stack(
         state.runtime(), state.tenant, name, text, files=files or None,
         environments=envs, parameters=parameters or None, existing=existing,
@@ -226,6 +284,12 @@ def delete(state: CliState, name: str, wait: bool, yes: bool) -> None:
     """Delete stack NAME and everything it made."""
     if not yes and sys.stdin.isatty():
         click.confirm(f"Delete stack {name}?", abort=True)
+    client = state.remote()
+    if client is not None:
+        current = client.get_stack(name)
+        after = client.last_event_id(current) if wait else 0
+        finish_remote(client, client.delete_stack(current.id), after, wait, "table", show=False)
+        return
     deleted = services.delete_stack(state.runtime(), state.tenant, name)
     finish_request(state, deleted, wait, "table", show=False)
 
@@ -236,7 +300,9 @@ def delete(state: CliState, name: str, wait: bool, yes: bool) -> None:
 @report_errors
 def list_(state: CliState, fmt: out.Format) -> None:
     """List the stacks of the project."""
-    stacks = services.list_stacks(state.runtime(), state.tenant)
+    client = state.remote()
+    stacks = client.list_stacks() if client is not None else \
+        services.list_stacks(state.runtime(), state.tenant)
     out.emit_list([out.stack_fields(s) for s in stacks], out.STACK_COLUMNS, fmt)
 
 
@@ -260,6 +326,10 @@ def show(state: CliState, name: str, fmt: out.Format) -> None:
 def resource_list(state: CliState, name: str, fmt: out.Format) -> None:
     """List the resources of stack NAME."""
     s = _stack(state, name)
+    client = state.remote()
+    if client is not None:
+        out.emit_list(client.list_resources(s), out.RESOURCE_COLUMNS, fmt)
+        return
     records = sorted(services.list_resources(state.runtime(), state.tenant, s.id),
                      key=lambda r: r.id)
     out.emit_list([out.resource_fields(r) for r in records], out.RESOURCE_COLUMNS, fmt)
@@ -279,6 +349,10 @@ def resource() -> None:
 def resource_show(state: CliState, name: str, resource_name: str, fmt: out.Format) -> None:
     """Show RESOURCE of stack NAME."""
     s = _stack(state, name)
+    client = state.remote()
+    if client is not None:
+        out.emit_record(client.show_resource(s, resource_name), fmt)
+        return
     records = services.list_resources(state.runtime(), state.tenant, s.id)
     record = _current(records, resource_name)
     if record is None:
@@ -315,6 +389,10 @@ def event() -> None:
 @report_errors
 def event_list(state: CliState, name: str, follow: bool, fmt: out.Format) -> None:
     """List the events of stack NAME (stack-level ones carry the stack's name and id)."""
+    client = state.remote()
+    if client is not None:
+        _remote_events(client, name, follow, fmt)
+        return
     rt = state.runtime()
     if not follow:
         s = _stack(state, name)
@@ -346,6 +424,43 @@ def event_list(state: CliState, name: str, follow: bool, fmt: out.Format) -> Non
 
 
 stack.add_command(event_list, "events")
+
+
+def _echo_event(e: EventView, fmt: out.Format) -> None:
+    """One event of ``--follow``: a log line, a JSON object per line, or a YAML document."""
+    if fmt == "table":
+        click.echo(out.event_line(e))
+    elif fmt == "json":
+        click.echo(json.dumps(out.event_fields(e), default=str))
+    else:
+        click.echo("---\n" + out.dump(out.event_fields(e), fmt))
+
+
+def _remote_events(client: RemoteClient, name: str, follow: bool, fmt: out.Format) -> None:
+    """Remote mode: the event list, or (``--follow``) the watch stream until the stack's
+    current request ends."""
+    s = client.get_stack(name)
+    if not follow or settled(s):
+        events = client.list_events(s)
+        if not follow:
+            out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
+            return
+        for e in events:
+            _echo_event(e, fmt)
+        return
+    last = 0
+
+    def emit(e: EventView, _: Progress) -> None:
+        nonlocal last
+        _echo_event(e, fmt)
+        last = e.id
+
+    try:
+        client.wait(s, 0, emit)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    for e in client.list_events(s, after=last):  # those sent after the one that ended it
+        _echo_event(e, fmt)
 
 
 # output --------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Callers: ``convergence.cli.cli`` builds a :class:`CliState` once per invocation (reading the
 tenant from ``CONVERGENCE_PROJECT_ID`` there, the only place the CLI reads it) and stores it
 as the click context object; the stack, resource, event and output commands take it with
-:func:`pass_state`. Commands that never touch the database never open the runtime.
+:func:`pass_state`. Commands that never touch the database never open the runtime. With a
+URL (``--url`` or ``CONVERGENCE_URL``) :meth:`CliState.remote` hands out a
+``convergence.cli.remote`` client instead, and the commands talk to the API, not the database.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from convergence.cli.remote import RemoteClient
     from convergence.runtime import Runtime
 
 DEFAULT_TENANT = "default"
@@ -21,7 +24,25 @@ DEFAULT_TENANT = "default"
 @dataclass
 class CliState:
     tenant: str = DEFAULT_TENANT
+    # Remote mode: the API's root URL (``--url`` / ``CONVERGENCE_URL``) and its token.
+    url: str | None = None
+    token: str | None = field(default=None, repr=False)
     _runtime: Runtime | None = field(default=None, repr=False)
+    _remote: RemoteClient | None = field(default=None, repr=False)
+
+    def remote(self) -> RemoteClient | None:
+        """The API client when a URL was given (remote mode), else None (embedded)."""
+        if self.url is None:
+            return None
+        if self._remote is None:
+            from convergence.cli.remote import RemoteClient
+
+            client = RemoteClient(self.url, self.tenant, self.token)
+            self._remote = client
+            ctx = click.get_current_context(silent=True)
+            if ctx is not None:
+                ctx.find_root().call_on_close(client.close)
+        return self._remote
 
     def runtime(self) -> Runtime:
         """The runtime for this invocation, built from the environment's settings once."""

@@ -1,4 +1,8 @@
-"""``convergence template ...``: validate templates as a client would send them."""
+"""``convergence template ...``: validate templates as a client would send them.
+
+In remote mode (``--url``) the template, files map and environments go to the API's
+``POST /validate`` instead (``convergence.cli.remote``); its problems print the same way.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ import click
 
 from convergence import services
 from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
+from convergence.cli.remote import RemoteClient, RemoteError
+from convergence.cli.state import CliState, pass_state
 from convergence.template import TemplateError, load_document
 
 
@@ -30,7 +36,8 @@ def template() -> None:
               help="Folder whose files are sent as the files map (default: the template's).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def validate(file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
+@pass_state
+def validate(state: CliState, file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
              files_dir: Path | None, fmt: str) -> None:
     """Validate FILE; print its description and parameters, or every error with its path."""
     root = files_dir or file.resolve().parent
@@ -38,10 +45,14 @@ def validate(file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
     try:
         environments = [rebase_registry(load_document(p.read_bytes(), p.name), p, root)
                         for p in env_files]
-        result = services.validate_template(
-            file.read_bytes(), files=files, location=key_for(file, root),
-            environments=environments, parameters=parse_params(params) if params else None,
-        )
+        client = state.remote()
+        if client is not None:
+            result = _remote_validate(client, file, files, environments, params, fmt)
+        else:
+            result = services.validate_template(
+                file.read_bytes(), files=files, location=key_for(file, root),
+                environments=environments, parameters=parse_params(params) if params else None,
+            )
     except TemplateError as exc:
         if fmt == "json":
             click.echo(json.dumps({"errors": [
@@ -57,6 +68,29 @@ def validate(file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
         click.echo(json.dumps(result, indent=2, default=str))
     else:
         _print_text(file, result)
+
+
+def _remote_validate(client: RemoteClient, file: Path, files: dict[str, str],
+                     environments: list[Any], params: tuple[str, ...],
+                     fmt: str) -> dict[str, Any]:
+    """Remote mode: the API's answer; a refusal printed like a local one (exit 1)."""
+    try:
+        result: dict[str, Any] = client.validate_template(
+            file.read_text(encoding="utf-8"), files=files, environments=environments,
+            parameters=parse_params(params) if params else None)
+    except RemoteError as exc:
+        if exc.type not in ("StackValidationFailed", "RequestLimitExceeded"):
+            raise
+        if fmt == "json":
+            click.echo(json.dumps({"errors": [{"message": line} for line in exc.lines]},
+                                  indent=2))
+        else:
+            n = len(exc.lines)
+            click.echo(f"{file}: invalid ({n} error{'s' if n != 1 else ''})", err=True)
+            for line in exc.lines:
+                click.echo(line)
+        sys.exit(1)
+    return result
 
 
 _CONSTRAINT_KEYS = ("MinLength", "MaxLength", "MinValue", "MaxValue", "Modulo", "AllowedValues",

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, Task, signals
 from kombu.entity import Exchange, Queue
 
+from convergence import webhooks
 from convergence.dispatch.worker_stats import TASKS
 from convergence.engine.work import PLAN, Work
 from convergence.settings import Settings, load_settings
@@ -78,6 +79,7 @@ def make_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
     )
     app.task(name=TASK_NAME, bind=True)(_execute_task)
+    app.task(name=webhooks.TASK_NAME)(webhooks.deliver_task)  # notification webhooks
     # Workers log JSON lines through ``convergence.logs``, Celery's own lines included.
     signals.setup_logging.connect(_setup_logging, weak=False, dispatch_uid=__name__)
     return app

@@ -28,7 +28,7 @@ class Observed:
     """A record as stored."""
 
     type: str
-    action: str  # INIT CREATE UPDATE DELETE
+    action: str  # INIT CREATE UPDATE DELETE CHECK
     status: str  # COMPLETE IN_PROGRESS FAILED
     physical_id: str | None
     properties: Mapping[str, Any]
@@ -65,6 +65,8 @@ def decide_converge(observed: Observed, desired: Desired, needs_replace: bool) -
         return Action.CREATE  # deleted underneath us (or a delete was interrupted): rebuild
     if observed.type != desired.type:
         return Action.REPLACE
+    if observed.action == "CHECK" and observed.status == "FAILED":
+        return Action.REPLACE  # marked unhealthy (or failed a check): build a new one
     if observed.status == "FAILED":
         # A failed update left the resource in an unknown state: try the change again.
         return Action.REPLACE if needs_replace else Action.UPDATE

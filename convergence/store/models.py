@@ -30,6 +30,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -176,3 +177,46 @@ class TestEntityRow(Base):
     deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (Index("ix_test_entities_owner", "owner"),)
+
+
+class SubscriptionRow(Base):
+    """A tenant's notification webhook (``convergence.webhooks``): which event types of which
+    stacks (all the tenant's when ``stack_id`` is None) to POST to ``url``, signed with
+    ``secret``. ``last_event_id``: the ``events`` id up to which deliveries were recorded."""
+
+    __tablename__ = "subscriptions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[list[Any]] = mapped_column(JSON, default=list)  # event type patterns
+    stack_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    secret: Mapped[str] = mapped_column(Text)
+    last_event_id: Mapped[int] = mapped_column(BigId, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_subscriptions_tenant", "tenant"),)
+
+
+class DeliveryRow(Base):
+    """One notification to one subscription, until delivered or given up (at least once).
+
+    ``event_id`` is the de-duplication key the receiver sees (``X-Event-Id``), the same on every
+    attempt; ``next_attempt_at`` None: no attempt left."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"))
+    event_id: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(128))
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    delivered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (
+        UniqueConstraint("subscription_id", "event_id", name="uq_deliveries_subscription_event"),
+        Index("ix_deliveries_due", "delivered_at", "next_attempt_at"),
+    )

@@ -40,6 +40,8 @@ CHANGED = Desired("T", {"v": 2}, "t1")
     (obs("CREATE", "IN_PROGRESS", operation={"action": "CREATE"}), WANT, False, Action.POLL),
     (obs("UPDATE", "IN_PROGRESS", operation={"action": "UPDATE"}), CHANGED, True, Action.POLL),
     (obs("DELETE", "COMPLETE"), WANT, False, Action.CREATE),
+    (obs("CHECK", "FAILED"), WANT, False, Action.REPLACE),  # marked unhealthy
+    (obs("CHECK", "COMPLETE"), WANT, False, Action.NOTHING),
 ])
 def test_converge(observed: Observed, desired: Desired, replace: bool, expected: Action) -> None:
     assert decide_converge(observed, desired, replace) is expected

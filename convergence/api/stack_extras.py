@@ -1,0 +1,251 @@
+"""More routes of Heat's orchestration API v1 under ``/v1/{tenant_id}``: the stack list with
+its filters, a stack's environment and files, export and abandon, event detail, a resource's
+events and metadata, mark-unhealthy and signals.
+
+Callers: ``convergence.api.app`` includes :data:`router` before the stack routes (whose lookup
+routes would otherwise take the ``stacks/{name}/{id}/...`` paths added here). The stack list
+lives here rather than in ``convergence.api.stacks``.
+
+- ``GET /stacks``: filters ``id``, ``name``, ``status``, ``action`` (repeatable; a status
+  matches ``COMPLETE`` or ``CREATE_COMPLETE``), ``show_deleted``, ``sort_keys`` (repeatable:
+  ``stack_name``, ``stack_status``, ``creation_time``, ``updated_time``), ``sort_dir``,
+  ``limit``/``marker`` paging and ``with_count`` (adds ``count``, the number before paging).
+- ``GET .../environment``, ``.../files``: from the stored template content.
+- ``GET .../export``, ``DELETE .../abandon``: Heat's abandon blob; abandon also forgets the
+  stack's records (the physical resources stay) and leaves the stack DELETE_COMPLETE.
+- ``GET .../events/{id}`` and ``.../resources/{name}/events[/{id}]``.
+- ``GET .../resources/{name}/metadata``: the template's ``metadata`` of the resource.
+- ``PATCH .../resources/{name_or_physical_id}``: ``mark_unhealthy``; the resource becomes
+  CHECK_FAILED and the next update replaces it.
+- ``POST .../resources/{name}/signal``: no resource type takes signals yet: 400 NotSupported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from convergence import services
+from convergence.api import views
+from convergence.api.auth import require_auth
+from convergence.api.errors import ApiError
+from convergence.api.stacks import (
+    _bad,
+    _base,
+    _content,
+    _flag,
+    _int_param,
+    canonical_stack,
+    json_body,
+    list_events,
+    runtime,
+)
+from convergence.errors import Conflict, NotFound
+from convergence.runtime import Runtime
+from convergence.store.views import EventView, RecordView, StackView
+
+router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
+
+
+# The stack list ---------------------------------------------------------------------------------
+
+_SORT_KEYS: dict[str, Callable[[StackView], Any]] = {
+    "stack_name": lambda s: s.name, "name": lambda s: s.name,
+    "stack_status": lambda s: s.stack_status, "status": lambda s: s.stack_status,
+    "creation_time": lambda s: s.created_at, "created_at": lambda s: s.created_at,
+    "updated_time": lambda s: s.updated_at, "updated_at": lambda s: s.updated_at,
+}
+
+
+def _stack_matches(s: StackView, given: Callable[[str], list[str]]) -> bool:
+    """Heat's stack filters; a repeated parameter matches any of its values."""
+    fields = {"id": {s.id}, "name": {s.name}, "status": {s.status, s.stack_status},
+              "action": {s.action}}
+    return all(not given(k) or fields[k] & set(given(k)) for k in fields)
+
+
+@router.get("/stacks")
+def list_stacks(request: Request, tenant_id: str,
+                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    query = request.query_params
+    sort_dir = (query.get("sort_dir") or "desc").lower()
+    if sort_dir not in ("asc", "desc"):
+        raise _bad("'sort_dir' must be asc or desc.")
+    keys = query.getlist("sort_keys") or ["creation_time"]
+    unknown = [k for k in keys if k not in _SORT_KEYS]
+    if unknown:
+        raise _bad(f"Invalid sort keys {unknown}: allowed are stack_name, stack_status, "
+                   "creation_time, updated_time.")
+    stacks = services.list_stacks(rt, tenant_id,
+                                  include_deleted=_flag(query.get("show_deleted"), False))
+    stacks = [s for s in stacks if _stack_matches(s, query.getlist)]
+    # created_at then id break ties, so that paging by marker is stable.
+    stacks.sort(key=lambda s: (*(_SORT_KEYS[k](s) for k in keys), s.created_at, s.id),
+                reverse=sort_dir == "desc")
+    count = len(stacks)
+    marker = query.get("marker")
+    if marker:
+        ids = [s.id for s in stacks]
+        if marker not in ids:
+            raise NotFound(f"The Stack ({marker}) could not be found.")
+        stacks = stacks[ids.index(marker) + 1:]
+    size = _int_param(query.get("limit"), "limit")
+    body: dict[str, Any] = {}
+    if size is not None:
+        if size < 0:
+            raise _bad("'limit' must not be negative.")
+        full = len(stacks) > size
+        stacks = stacks[:size]
+        if full and stacks:
+            rest = [(k, v) for k, v in query.multi_items() if k not in ("limit", "marker")]
+            params = "&".join(f"{quote(k)}={quote(v)}" for k, v in rest)
+            href = f"{_base(request)}/v1/{tenant_id}/stacks?limit={size}" \
+                f"&marker={quote(stacks[-1].id)}" + (f"&{params}" if params else "")
+            body["links"] = [{"rel": "next", "href": href}]
+    body["stacks"] = [views.stack_summary(_base(request), s) for s in stacks]
+    if _flag(query.get("with_count"), False):
+        body["count"] = count
+    return body
+
+
+# Environment, files, export, abandon ------------------------------------------------------------
+
+@router.get("/stacks/{stack_name}/{stack_id}/environment")
+def show_environment(stack: StackView = Depends(canonical_stack),  # noqa: B008
+                     rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    return services.merged_environment(_content(rt, stack))
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/files")
+def show_files(stack: StackView = Depends(canonical_stack),  # noqa: B008
+               rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    content = _content(rt, stack)
+    return dict(content.files) if content is not None else {}
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/export")
+def export_stack(stack: StackView = Depends(canonical_stack),  # noqa: B008
+                 rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    return services.export_stack(rt, stack.tenant, stack.id)
+
+
+@router.delete("/stacks/{stack_name}/{stack_id}/abandon")
+def abandon_stack(stack: StackView = Depends(canonical_stack),  # noqa: B008
+                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    try:
+        return services.abandon_stack(rt, stack.tenant, stack.id)
+    except Conflict as exc:
+        raise ApiError(409, "ActionInProgress", str(exc)) from None
+
+
+# Events ------------------------------------------------------------------------------------------
+
+def _event_detail(request: Request, rt: Runtime, stack: StackView, event_id: str,
+                  resource_name: str | None = None) -> dict[str, Any]:
+    missing = NotFound(f"The Event ({event_id}) could not be found in Stack {stack.name}.")
+    try:
+        wanted = int(event_id)
+    except ValueError:
+        raise missing from None
+    found: EventView | None = next(
+        (e for e, _ in services.events_after(rt, stack, wanted - 1, limit=1)
+         if e.id == wanted), None) if wanted > 0 else None
+    if found is None or (resource_name is not None and found.resource_name != resource_name):
+        raise missing
+    item = views.event_item(_base(request), stack, found)
+    item["resource_type"] = found.resource_type
+    record = _record(rt, stack, found.resource_name)
+    same = record is not None and record.physical_id == found.physical_resource_id
+    item["resource_properties"] = dict(record.properties) if same and record else {}
+    return {"event": item}
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/events/{event_id}")
+def show_event(request: Request, event_id: str,
+               stack: StackView = Depends(canonical_stack),  # noqa: B008
+               rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    return _event_detail(request, rt, stack, event_id)
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events/{event_id}")
+def show_resource_event(request: Request, resource_name: str, event_id: str,
+                        stack: StackView = Depends(canonical_stack),  # noqa: B008
+                        rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    return _event_detail(request, rt, stack, event_id, resource_name)
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events")
+def list_resource_events(request: Request, resource_name: str, limit: str | None = None,
+                         marker: str | None = None, sort_dir: str = "asc",
+                         resource_status: str | None = None,
+                         resource_action: str | None = None,
+                         stack: StackView = Depends(canonical_stack),  # noqa: B008
+                         rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
+    answer = list_events(request, limit, marker, sort_dir, resource_name, resource_status,
+                         resource_action, None, None, stack, rt)
+    if not answer["events"] and _record(rt, stack, resource_name) is None and not any(
+            e.resource_name == resource_name
+            for e in services.list_events(rt, stack.tenant, stack.id)):
+        raise _no_resource(stack, resource_name)
+    return answer
+
+
+# Resources ---------------------------------------------------------------------------------------
+
+def _no_resource(stack: StackView, name: str) -> NotFound:
+    return NotFound(f"The Resource ({name}) could not be found in Stack {stack.name}.")
+
+
+def _record(rt: Runtime, stack: StackView, name: str) -> RecordView | None:
+    records = services.list_resources(rt, stack.tenant, stack.id)
+    return next((r for r in views.current_records(records) if r.name == name), None)
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/metadata")
+def show_metadata(resource_name: str, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    if _record(rt, stack, resource_name) is None:
+        raise _no_resource(stack, resource_name)
+    return {"metadata": services.resource_metadata(_content(rt, stack), resource_name)}
+
+
+@router.patch("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
+def mark_unhealthy(resource_name: str, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                   body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                   rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    allowed = {"mark_unhealthy", "resource_status_reason"}
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise _bad(f"Invalid keys in the body {unknown}: allowed are "
+                   f"{', '.join(sorted(allowed))}.")
+    if "mark_unhealthy" not in body:
+        raise _bad("'mark_unhealthy' is required.")
+    flag = body["mark_unhealthy"]
+    if isinstance(flag, str):
+        if flag.strip().lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            raise _bad("'mark_unhealthy' must be a boolean.")
+    elif not isinstance(flag, bool):
+        raise _bad("'mark_unhealthy' must be a boolean.")
+    reason = body.get("resource_status_reason") or ""
+    if not isinstance(reason, str):
+        raise _bad("'resource_status_reason' must be a string.")
+    try:
+        services.mark_resource_health(rt, stack.tenant, stack.id, resource_name,
+                                      _flag(flag, False), reason)
+    except Conflict as exc:
+        raise ApiError(409, "ActionInProgress", str(exc)) from None
+    return JSONResponse(None, status_code=200)
+
+
+@router.post("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/signal")
+def signal_resource(resource_name: str, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                    rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    record = _record(rt, stack, resource_name)
+    if record is None:
+        raise _no_resource(stack, resource_name)
+    raise ApiError(400, "NotSupported", f"Signal resource during {record.action} is not "
+                   f"supported: the resource type {record.type} does not take signals.")

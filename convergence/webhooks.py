@@ -1,0 +1,270 @@
+"""Notification webhooks: stack events POSTed, signed, to the tenants' subscribed URLs.
+
+Callers: ``convergence.api.subscriptions`` (the subscriptions API, and :func:`install`, which
+runs a :class:`Deliverer` thread while the app is up and wakes it from ``Engine.on_events``);
+``convergence.dispatch.celery_dispatch`` registers :func:`deliver_task` as the Celery task
+:data:`TASK_NAME`.
+
+Everything goes through the store, so a crash loses nothing:
+
+1. *Fan-out* (:func:`fan_out`): each subscription keeps the id of the last ``events`` row it
+   considered (``last_event_id``). The stack-level events after it (``OS::Heat::Stack`` rows:
+   a stack's action starting, ending or failing) are named like Heat's notifications
+   (:func:`event_type`: ``orchestration.stack.<action>.start|end|error``) and, when they match
+   one of the subscription's patterns (``fnmatch``: ``orchestration.stack.*``), become a
+   ``deliveries`` row, in the same transaction that moves the cursor on.
+2. *Delivery* (:func:`deliver_due`): due rows are claimed (their due time pushed ahead by a
+   lease, compare-and-swap), POSTed with httpx, then marked delivered or rescheduled with
+   exponential backoff (``webhook_backoff_seconds`` x 2^(attempt-1)) until
+   ``webhook_max_attempts``. At least once: a receiver de-duplicates on ``X-Event-Id`` (the
+   body's ``event_id``), stable across attempts. ``X-Signature: sha256=<hex>`` is the
+   HMAC-SHA256 of the exact body bytes keyed with the subscription's secret.
+
+Who runs it: with no broker, the API process's :class:`Deliverer` thread delivers itself; with
+a broker, that thread only fans out and sends a :data:`TASK_NAME` task when something is due,
+and a Celery worker delivers (several senders are harmless: claims are atomic).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from convergence.settings import Settings, load_settings
+from convergence.store.repository import Store
+from convergence.store.views import EventView, StackView
+from convergence.store.webhook_views import DeliveryView, NewDelivery, SubscriptionView
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "convergence.webhooks.deliver"
+STACK_TYPE = "OS::Heat::Stack"
+PHASES = {"IN_PROGRESS": "start", "COMPLETE": "end", "FAILED": "error"}
+CLAIM_SECONDS = 60.0  # a claimed delivery is not sent by anyone else for this long
+BATCH = 50
+TIMEOUT_SECONDS = 10.0
+MAX_BACKOFF_SECONDS = 3600.0
+_EVENT_NAMESPACE = uuid.UUID("6f1c2a53-2b8e-4d55-9a57-0c2f4e0f9b11")
+
+
+# Naming and signing ------------------------------------------------------------------------
+
+def event_type(event: EventView) -> str | None:
+    """Heat's notification name for a stack-level event, None for any other event."""
+    phase = PHASES.get(event.status)
+    if event.resource_type != STACK_TYPE or phase is None:
+        return None
+    return f"orchestration.stack.{event.action.lower()}.{phase}"
+
+
+def matches(patterns: Sequence[str], name: str) -> bool:
+    """Whether an event type is one a subscription asked for (exact names or globs)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def valid_pattern(pattern: str) -> bool:
+    return pattern.startswith("orchestration.") or pattern == "*"
+
+
+def event_id(event: EventView) -> str:
+    """The de-duplication key of an event: the same for every attempt and subscription."""
+    return str(uuid.uuid5(_EVENT_NAMESPACE, f"{event.stack_id}/{event.id}"))
+
+
+def notification(event: EventView, stack: StackView, name: str) -> dict[str, Any]:
+    """The delivered body (a CloudEvents-like envelope around Heat's payload fields)."""
+    return {
+        "event_id": event_id(event),
+        "event_type": name,
+        "timestamp": datetime.fromtimestamp(event.created_at, UTC).isoformat(),
+        "payload": {"stack_id": stack.id, "stack_name": stack.name, "tenant": stack.tenant,
+                    "action": event.action, "status": event.status, "reason": event.reason,
+                    "generation": event.generation},
+    }
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    """The exact bytes sent (and signed)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The ``X-Signature`` header value."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, header: str) -> bool:
+    """What a receiver does with ``X-Signature`` (constant-time comparison)."""
+    return hmac.compare_digest(signature(secret, body), header)
+
+
+def backoff(settings: Settings, attempts: int) -> float:
+    """The wait after the ``attempts``-th failed attempt: 1, 2, 4 ... x the base."""
+    return float(min(settings.webhook_backoff_seconds * 2 ** max(attempts - 1, 0),
+                     MAX_BACKOFF_SECONDS))
+
+
+# Fan-out and delivery ------------------------------------------------------------------------
+
+def fan_out(store: Store) -> int:
+    """Record the deliveries of the stack events committed since each subscription's cursor;
+    returns how many were recorded."""
+    recorded = 0
+    with store.begin() as tx:
+        upto = tx.max_event_id()
+        for sub in tx.subscriptions(lock=True):
+            if sub.last_event_id >= upto:
+                continue
+            items = []
+            for event, stack in tx.stack_level_events(sub.last_event_id, upto, sub.tenant,
+                                                      sub.stack_id, STACK_TYPE):
+                name = event_type(event)
+                if name is not None and matches(sub.events, name):
+                    items.append(NewDelivery(sub.id, event_id(event), name,
+                                             notification(event, stack, name)))
+            tx.add_deliveries(sub.id, upto, items)
+            recorded += len(items)
+    return recorded
+
+
+def send_one(client: httpx.Client, delivery: DeliveryView, sub: SubscriptionView) -> str:
+    """POST one delivery; returns "" when the receiver took it (2xx), else the error."""
+    body = encode(delivery.body)
+    headers = {"Content-Type": "application/json", "X-Event-Id": delivery.event_id,
+               "X-Event-Type": delivery.event_type, "X-Signature": signature(sub.secret, body)}
+    try:
+        response = client.post(sub.url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    if 200 <= response.status_code < 300:
+        return ""
+    return f"HTTP {response.status_code}"
+
+
+def deliver_due(store: Store, settings: Settings, client: httpx.Client | None = None,
+                limit: int = BATCH) -> int:
+    """Fan out, then attempt every due delivery (up to ``limit``); returns attempts made."""
+    fan_out(store)
+    own = client is None
+    http = client if client is not None else httpx.Client(timeout=TIMEOUT_SECONDS)
+    try:
+        with store.begin() as tx:
+            claimed = tx.claim_deliveries(CLAIM_SECONDS, limit)
+        for delivery, sub in claimed:
+            error = send_one(http, delivery, sub)
+            attempts = delivery.attempts + 1
+            retry_at: float | None = None
+            if error:
+                if attempts < settings.webhook_max_attempts:
+                    retry_at = store.clock() + backoff(settings, attempts)
+                    log.info("webhook delivery %s to subscription %s failed (attempt %d): %s",
+                             delivery.event_id, sub.id, attempts, error)
+                else:
+                    log.warning("webhook delivery %s to subscription %s given up after %d "
+                                "attempts: %s", delivery.event_id, sub.id, attempts, error)
+            with store.begin() as tx:
+                tx.delivery_attempted(delivery.id, delivered=not error, error=error,
+                                      next_attempt_at=retry_at)
+        return len(claimed)
+    finally:
+        if own:
+            http.close()
+
+
+def seconds_until_due(store: Store) -> float | None:
+    """How long until a delivery is due (0 when one is), None when none is pending."""
+    with store.begin() as tx:
+        due = tx.next_delivery_due()
+    return None if due is None else max(due - store.clock(), 0.0)
+
+
+# Running it ----------------------------------------------------------------------------------
+
+class Deliverer:
+    """Runs ``step`` on a thread: after :meth:`wake` (events committed), when a delivery is
+    due, and every ``idle`` seconds (events committed by other processes)."""
+
+    def __init__(self, store: Store, step: Callable[[], object], idle: float = 1.0) -> None:
+        self._store = store
+        self._step = step
+        self._idle = idle
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="webhooks", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            wait = self._idle
+            try:
+                self._step()
+                due = seconds_until_due(self._store)
+                if due is not None:
+                    wait = min(wait, due)
+            except Exception:  # keep going: the database or a receiver may come back
+                log.exception("webhook delivery failed")
+            self._wake.wait(wait)
+
+
+def local_step(store: Store, settings: Settings) -> Callable[[], object]:
+    """Embedded mode: this process delivers."""
+    client = httpx.Client(timeout=TIMEOUT_SECONDS)
+    return lambda: deliver_due(store, settings, client)
+
+
+def celery_step(store: Store, send: Callable[[], object]) -> Callable[[], object]:
+    """Broker mode: fan out here, and have a worker deliver (``send``) when one is due."""
+    def step() -> None:
+        fan_out(store)
+        due = seconds_until_due(store)
+        if due is not None and due <= 0:
+            send()
+    return step
+
+
+# The Celery task -----------------------------------------------------------------------------
+
+_worker_store: tuple[int, Store, Settings] | None = None
+_worker_lock = threading.Lock()
+
+
+def deliver_task() -> int:
+    """The body of the :data:`TASK_NAME` task: deliver what is due, from this worker."""
+    global _worker_store
+    with _worker_lock:
+        if _worker_store is None or _worker_store[0] != os.getpid():
+            from convergence.store.db import make_engine
+
+            settings = load_settings()
+            _worker_store = (os.getpid(), Store(make_engine(settings.database_url), time.time),
+                             settings)
+        _, store, settings = _worker_store
+    return deliver_due(store, settings)

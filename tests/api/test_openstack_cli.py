@@ -1,0 +1,144 @@
+"""The unmodified ``openstack`` CLI (python-openstackclient + python-heatclient) against
+``convergence api`` run as a real process, without Keystone.
+
+The recipe is the Heat API reference's (section 2.4): ``--os-auth-type none --os-endpoint
+http://HOST:PORT/v1/<tenant>``; heatclient then skips discovery and uses the endpoint as is.
+The ``openstack`` executable is the one installed next to this interpreter (the dev extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+OPENSTACK = Path(sys.executable).with_name("openstack")
+
+TEMPLATE = """\
+    heat_template_version: 2018-08-31
+    parameters:
+      value: {type: string, default: one}
+    resources:
+      first:
+        type: OS::Heat::TestResource
+        properties: {value: {get_param: value}}
+      second:
+        type: OS::Heat::TestResource
+        depends_on: [first]
+    outputs:
+      copied: {value: {get_attr: [first, output]}}
+    """
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{tmp_path / 'osc.db'}",
+           "CONVERGENCE_DATA_DIR": str(tmp_path / "data")}
+    env.pop("CONVERGENCE_BROKER_URL", None)
+    log = (tmp_path / "api.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the API did not start:\n" + (tmp_path / "api.log").read_text())
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class Openstack:
+    """Runs ``openstack`` with the no-Keystone flags against one tenant of the server."""
+
+    def __init__(self, server: str, tenant: str, cwd: Path) -> None:
+        self.flags = ["--os-auth-type", "none", "--os-endpoint", f"{server}/v1/{tenant}"]
+        self.cwd = cwd
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(OPENSTACK), *self.flags, *args], cwd=self.cwd, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        if check:
+            assert done.returncode == 0, f"openstack {' '.join(args)}:\n{done.stderr}"
+        return done
+
+    def json(self, *args: str) -> Any:
+        """The command's JSON answer (``--wait`` logs the events on stdout before it)."""
+        text = self(*args, "-f", "json").stdout
+        starts = [i for i, line in enumerate(text.splitlines()) if line[:1] in ("{", "[")]
+        assert starts, text
+        return json.loads("\n".join(text.splitlines()[starts[0]:]))
+
+
+def test_openstack_stack_commands(server: str, tmp_path: Path) -> None:
+    assert OPENSTACK.exists(), "pip install -e '.[dev]' installs python-openstackclient"
+    (tmp_path / "t.yaml").write_text(textwrap.dedent(TEMPLATE))
+    osc = Openstack(server, "tenant1", tmp_path)
+
+    created = osc.json("stack", "create", "-t", "t.yaml", "--wait", "web")
+    assert created["stack_name"] == "web"
+    assert created["stack_status"] == "CREATE_COMPLETE"
+
+    listed = osc.json("stack", "list")
+    assert [(s["Stack Name"], s["Stack Status"]) for s in listed] == [("web",
+                                                                        "CREATE_COMPLETE")]
+
+    shown = osc.json("stack", "show", "web")
+    assert shown["id"] == created["id"]
+    assert shown["outputs"] == [{"output_key": "copied", "output_value": "one",
+                                 "description": ""}]
+
+    updated = osc.json("stack", "update", "--existing", "--parameter", "value=two", "--wait",
+                       "web")
+    assert updated["stack_status"] == "UPDATE_COMPLETE"
+
+    resources = osc.json("stack", "resource", "list", "web")
+    assert {r["resource_name"]: r["resource_status"] for r in resources} == \
+        {"first": "UPDATE_COMPLETE", "second": "CREATE_COMPLETE"}
+
+    events = osc.json("stack", "event", "list", "web")
+    stack_level = [e["resource_status"] for e in events if e["resource_name"] == "web"]
+    assert stack_level == ["CREATE_IN_PROGRESS", "CREATE_COMPLETE",
+                           "UPDATE_IN_PROGRESS", "UPDATE_COMPLETE"]
+    log = osc("stack", "event", "list", "web").stdout
+    assert "[web]: UPDATE_COMPLETE" in log
+
+    output = osc.json("stack", "output", "show", "web", "copied")
+    assert output == {"output_key": "copied", "output_value": "two", "description": ""}
+
+    osc("stack", "delete", "--yes", "--wait", "web")  # exits 0 once the name is gone
+    assert osc.json("stack", "list") == []
+    missing = osc("stack", "show", "web", check=False)
+    assert missing.returncode == 1
+    assert "Stack not found: web" in missing.stderr

@@ -1,0 +1,256 @@
+"""``convergence --url ... stack|resource|event|output|template`` against a real API process.
+
+The server is ``convergence api`` started as a subprocess on a free loopback port with a SQLite
+file of its own (as in ``tests/api/test_openstacksdk.py``); the CLI runs in this process through
+click's CliRunner, so it never opens the database: every command goes over HTTP. ``--wait`` and
+``event list --follow`` read the SSE watch stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from convergence.cli import cli
+
+TEMPLATE = """\
+    heat_template_version: 2018-08-31
+    parameters:
+      value: {type: string, default: one}
+    resources:
+      first:
+        type: OS::Heat::TestResource
+        properties: {value: {get_param: value}}
+      second:
+        type: OS::Heat::TestResource
+        depends_on: [first]
+    outputs:
+      copied: {value: {get_attr: [first, output]}}
+    """
+
+FAILING = """\
+    heat_template_version: 2018-08-31
+    resources:
+      bad:
+        type: OS::Heat::TestResource
+        properties: {fail: true}
+    """
+
+INVALID = """\
+    heat_template_version: 2018-08-31
+    resources:
+      x:
+        type: OS::Heat::TestResource
+        depends_on: [missing]
+    """
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("remote")
+    port = _free_port()
+    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{tmp / 'api.db'}",
+           "CONVERGENCE_DATA_DIR": str(tmp / "data")}
+    env.pop("CONVERGENCE_BROKER_URL", None)
+    log = (tmp / "api.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the API did not start:\n" + (tmp / "api.log").read_text())
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def remote(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A tenant of its own per test; no database settings, so embedded mode would fail."""
+    monkeypatch.setenv("CONVERGENCE_PROJECT_ID", tmp_path.name)
+    monkeypatch.delenv("CONVERGENCE_URL", raising=False)
+    monkeypatch.setenv("CONVERGENCE_DATABASE_URL", "sqlite:////nonexistent/dir/never.db")
+    yield server
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "convergence"]:
+        root.removeHandler(handler)
+
+
+def run(url: str, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--url", url, *args], catch_exceptions=False)
+
+
+def as_json(result: Result) -> Any:
+    return json.loads(result.stdout)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_stack_lifecycle_over_the_api(remote: str, tmp_path: Path) -> None:
+    tpl = str(write(tmp_path, "t.yaml", TEMPLATE))
+
+    created = run(remote, "stack", "create", "web", "-t", tpl, "--wait")
+    assert created.exit_code == 0, created.output
+    assert "web: CREATE_COMPLETE" in created.output  # progress from the stream
+    assert "CREATE_COMPLETE" in created.stdout
+
+    listed = run(remote, "stack", "list")
+    assert listed.exit_code == 0, listed.output
+    assert "web" in listed.stdout and "CREATE_COMPLETE" in listed.stdout
+    rows = as_json(run(remote, "stack", "list", "-f", "json"))
+    assert [r["stack_name"] for r in rows] == ["web"]
+
+    shown = run(remote, "stack", "show", "web", "-f", "json")
+    assert shown.exit_code == 0, shown.output
+    stack = as_json(shown)
+    assert stack["stack_status"] == "CREATE_COMPLETE"
+    assert stack["generation"] == stack["observed_generation"] == 1
+    assert stack["outputs"] == [{"output_key": "copied", "output_value": "one",
+                                 "description": ""}]
+
+    resources = as_json(run(remote, "stack", "resources", "web", "-f", "json"))
+    assert {r["resource_name"]: r["resource_status"] for r in resources} == \
+        {"first": "CREATE_COMPLETE", "second": "CREATE_COMPLETE"}
+    assert all(r["physical_resource_id"] for r in resources)
+    table = run(remote, "resource", "list", "web")
+    assert table.exit_code == 0 and "Resource Status" in table.stdout
+    first = as_json(run(remote, "resource", "show", "web", "first", "-f", "json"))
+    assert first["resource_type"] == "OS::Heat::TestResource"
+    assert first["required_by"] == ["second"]
+
+    events = as_json(run(remote, "event", "list", "web", "-f", "json"))
+    assert [e["resource_status"] for e in events if e["resource_name"] == "web"] == \
+        ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
+    assert run(remote, "event", "list", "web").exit_code == 0
+
+    out = as_json(run(remote, "output", "show", "web", "copied", "-f", "json"))
+    assert out == {"output_key": "copied", "output_value": "one", "description": ""}
+    keys = as_json(run(remote, "output", "list", "web", "-f", "json"))
+    assert [k["output_key"] for k in keys] == ["copied"]
+
+    updated = run(remote, "stack", "update", "web", "--existing", "-P", "value=two", "--wait",
+                  "-f", "json")
+    assert updated.exit_code == 0, updated.output
+    assert as_json(updated)["stack_status"] == "UPDATE_COMPLETE"
+    out = as_json(run(remote, "output", "show", "web", "copied", "-f", "json"))
+    assert out["output_value"] == "two"
+    stack = as_json(run(remote, "stack", "show", "web", "-f", "json"))
+    assert stack["generation"] == stack["observed_generation"] == 2
+
+    deleted = run(remote, "stack", "delete", "web", "--yes", "--wait")
+    assert deleted.exit_code == 0, deleted.output
+    assert "Stack web DELETE_COMPLETE" in deleted.stdout
+    assert as_json(run(remote, "stack", "list", "-f", "json")) == []
+    gone = run(remote, "stack", "show", "web")
+    assert gone.exit_code == 1
+    assert gone.output.strip() == "Error: The Stack (web) could not be found."
+
+
+def test_follow_prints_the_events_of_the_running_request(remote: str, tmp_path: Path) -> None:
+    tpl = str(write(tmp_path, "t.yaml", TEMPLATE))
+    assert run(remote, "stack", "create", "app", "-t", tpl).exit_code == 0  # no wait
+    followed = run(remote, "event", "list", "app", "--follow")
+    assert followed.exit_code == 0, followed.output
+    lines = followed.stdout.splitlines()
+    assert "[app]: CREATE_IN_PROGRESS" in lines[0]
+    assert "[app]: CREATE_COMPLETE" in lines[-1]
+    assert any("[second]: CREATE_COMPLETE" in line for line in lines)
+    as_lines = run(remote, "event", "list", "app", "--follow", "-f", "json")
+    assert [json.loads(x)["resource_name"] for x in as_lines.stdout.splitlines()][-1] == "app"
+
+
+def test_a_failed_request_exits_1(remote: str, tmp_path: Path) -> None:
+    tpl = str(write(tmp_path, "bad.yaml", FAILING))
+    result = run(remote, "stack", "create", "broken", "-t", tpl, "--wait")
+    assert result.exit_code == 1
+    assert "Error: stack broken CREATE_FAILED" in result.output
+
+
+def test_api_errors_print_one_line_each(remote: str, tmp_path: Path) -> None:
+    tpl = str(write(tmp_path, "t.yaml", TEMPLATE))
+    missing = run(remote, "output", "show", "nope", "copied")
+    assert missing.exit_code == 1
+    assert missing.output.strip() == "Error: The Stack (nope) could not be found."
+
+    assert run(remote, "stack", "create", "twice", "-t", tpl, "--wait").exit_code == 0
+    again = run(remote, "stack", "create", "twice", "-t", tpl)
+    assert again.exit_code == 1
+    assert len(again.output.strip().splitlines()) == 1
+    assert again.output.startswith("Error: ")
+
+    no_output = run(remote, "output", "show", "twice", "nope")
+    assert no_output.exit_code == 1
+    assert "nope" in no_output.output
+
+    invalid = str(write(tmp_path, "invalid.yaml", INVALID))
+    refused = run(remote, "stack", "create", "invalid", "-t", invalid)
+    assert refused.exit_code == 1
+    lines = refused.output.strip().splitlines()
+    assert lines and all(line.startswith("Error: ") for line in lines)
+    assert "missing" in refused.output
+
+
+def test_template_validate_and_token(remote: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    tpl = str(write(tmp_path, "t.yaml", TEMPLATE))
+    valid = run(remote, "template", "validate", tpl, "--format", "json")
+    assert valid.exit_code == 0, valid.output
+    assert "value" in as_json(valid)["Parameters"]
+
+    invalid = str(write(tmp_path, "invalid.yaml", INVALID))
+    refused = run(remote, "template", "validate", invalid)
+    assert refused.exit_code == 1
+    assert "invalid (" in refused.output and "missing" in refused.output
+
+    # CONVERGENCE_URL instead of --url; a token is sent (ignored by the noauth server).
+    monkeypatch.setenv("CONVERGENCE_URL", remote)
+    monkeypatch.setenv("CONVERGENCE_TOKEN", "secret")
+    listed = CliRunner().invoke(cli, ["stack", "list", "-f", "json"], catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    assert as_json(listed) == []
+
+
+def test_unreachable_api_is_one_error_line(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONVERGENCE_URL", raising=False)
+    result = run(f"http://127.0.0.1:{_free_port()}", "stack", "list")
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1
+    assert result.output.startswith("Error: http://127.0.0.1:")
