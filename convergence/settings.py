@@ -51,6 +51,9 @@ class Settings:
     # doubling each time, and how many attempts before giving up.
     webhook_backoff_seconds: float = 1.0
     webhook_max_attempts: int = 8
+    # Worker heartbeats (convergence.heartbeat): a worker is up while its last heartbeat is
+    # younger than three of these.
+    heartbeat_seconds: float = 5.0
 
     @property
     def embedded(self) -> bool:
@@ -99,4 +102,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),
         webhook_backoff_seconds=float(get("WEBHOOK_BACKOFF_SECONDS") or 1.0),
         webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
+        heartbeat_seconds=float(get("HEARTBEAT_SECONDS") or 5.0),
     )

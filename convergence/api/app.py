@@ -4,7 +4,8 @@ Callers: ``convergence.cli.api_cmd`` (``convergence api``, served by uvicorn) an
 tests. :func:`create_app` takes a runtime built by ``convergence.runtime.open_runtime``. With
 no broker configured the runtime's work runs on the in-process dispatcher; the app then runs
 it on a background thread (:class:`DispatcherDriver`) for as long as the app is up (its
-lifespan), woken by the routes that start work.
+lifespan), woken by the routes that start work, and heartbeats as an "api" worker
+(``convergence.heartbeat``) meanwhile.
 """
 
 from __future__ import annotations
@@ -18,11 +19,22 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from convergence.api import actions, catalog, errors, ops, stack_extras, stream, subscriptions
+from convergence.api import (
+    actions,
+    catalog,
+    errors,
+    ops,
+    services_api,
+    stack_extras,
+    stream,
+    subscriptions,
+)
 from convergence.api.auth import Authenticator, build_authenticator
 from convergence.api.stacks import router
 from convergence.dispatch.inprocess import InProcessDispatcher
+from convergence.heartbeat import Heartbeat, worker_info
 from convergence.runtime import Runtime
+from convergence.store.worker_views import API
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +103,22 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     """
     inprocess = runtime.inprocess
     driver = DispatcherDriver(inprocess) if inprocess is not None and drive_dispatcher else None
+    # Stepping in-process, this API process is a worker too: it heartbeats as an "api".
+    beat = Heartbeat(runtime.store, worker_info(runtime.engine.worker_id, API,
+                                                runtime.clock.now()),
+                     runtime.settings.heartbeat_seconds) if driver is not None else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if driver is not None:
             driver.start()
+        if beat is not None:
+            beat.start()
         try:
             yield
         finally:
+            if beat is not None:
+                beat.stop()
             if driver is not None:
                 driver.stop()
 
@@ -131,4 +151,5 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     app.include_router(router)
     app.include_router(stream.router)  # GET /v1/{tenant}/events (+ watch, wait)
     subscriptions.install(app)  # /v1/{tenant}/subscriptions + webhook delivery
+    app.include_router(services_api.router)  # GET /v1/{tenant}/services (worker heartbeats)
     return app

@@ -7,7 +7,9 @@ Callers: ``convergence.api.app`` calls :func:`install` once. It adds
   as ``/healthz`` does.
 - ``GET /metrics``: Prometheus text format: HTTP requests by method, route template and
   status (and their duration), traversals started and finished by outcome and stacks by
-  status (read from the store at scrape time), traversals finished by this process.
+  status (read from the store at scrape time), traversals finished by this process, nodes
+  stepped, step latency and leases taken over by this process's engine, and the broker's
+  queue depths (Redis ``LLEN``; 0 with no broker).
 - a request body limit (``Settings.max_request_bytes``): larger bodies get 413 in Heat's
   error shape before anything parses them.
 
@@ -97,6 +99,25 @@ def healthcheck() -> dict[str, str]:
 
 # Metrics ----------------------------------------------------------------------------------------
 
+def queue_depths(broker_url: str | None, timeout: float = 2.0) -> dict[str, int]:
+    """``LLEN`` of each Celery queue on the broker; every queue 0 with no broker, none when
+    the broker does not answer."""
+    from convergence.dispatch.celery_dispatch import QUEUES
+
+    if not broker_url:
+        return dict.fromkeys(QUEUES, 0)
+    import redis
+
+    client = redis.Redis.from_url(broker_url, socket_connect_timeout=timeout,
+                                  socket_timeout=timeout)
+    try:
+        return {queue: int(client.llen(queue)) for queue in QUEUES}
+    except redis.RedisError:
+        return {}
+    finally:
+        client.close()
+
+
 class StoreCollector(Collector):
     """Figures read from the store (and the engine) at scrape time."""
 
@@ -129,6 +150,22 @@ class StoreCollector(Collector):
                                     "Traversals finished by this process's engine.")
         local.add_metric([], self._rt.engine.finishes)
         yield local
+        stats = self._rt.engine.stats
+        stepped = CounterMetricFamily("convergence_engine_nodes_stepped",
+                                      "Nodes stepped by this process's engine.")
+        stepped.add_metric([], stats.nodes)
+        yield stepped
+        taken = CounterMetricFamily(
+            "convergence_engine_leases_taken_over",
+            "Steps of this process's engine whose lease another worker took over (fenced off).")
+        taken.add_metric([], stats.fenced_off)
+        yield taken
+        depth = GaugeMetricFamily("convergence_queue_depth",
+                                  "Messages waiting in each broker queue (0 with no broker).",
+                                  labels=["queue"])
+        for queue, n in queue_depths(self._rt.settings.broker_url).items():
+            depth.add_metric([queue], n)
+        yield depth
 
 
 class Metrics:
@@ -141,6 +178,9 @@ class Metrics:
         self.duration = Histogram("convergence_http_request_duration_seconds",
                                   "Time to answer HTTP requests.", ["method", "route"],
                                   registry=self.registry)
+        self.steps = Histogram("convergence_step_duration_seconds",
+                               "Time of one node's step in this process's engine.",
+                               registry=self.registry)
         self.registry.register(StoreCollector(rt))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -285,6 +325,7 @@ def install(app: FastAPI) -> None:
     """Add the operations routes, the metrics and the body limit to the app."""
     rt: Runtime = app.state.runtime
     app.state.metrics = Metrics(rt)
+    rt.engine.on_step = app.state.metrics.steps.observe  # the step latency histogram
     app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=rt.settings.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)

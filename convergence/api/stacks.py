@@ -343,8 +343,10 @@ def show_resource(request: Request, resource_name: str,
     records = services.list_resources(rt, stack.tenant, stack.id)
     for r in views.current_records(records):
         if r.name == resource_name:
-            return {"resource": views.resource_item(_base(request), stack, r, records,
-                                                    detail=True)}
+            item = views.resource_item(_base(request), stack, r, records, detail=True)
+            for name in request.query_params.getlist("with_attr"):  # Heat: named attributes
+                item["attributes"].setdefault(name, r.attributes.get(name))
+            return {"resource": item}
     raise NotFound(f"The Resource ({resource_name}) could not be found in Stack "
                    f"{stack.name}.")
 

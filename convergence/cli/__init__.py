@@ -12,6 +12,7 @@ import click
 from convergence.cli.api_cmd import api
 from convergence.cli.db_cmd import db
 from convergence.cli.demo_cmd import demo
+from convergence.cli.services_cmd import services
 from convergence.cli.stack_cmd import event, output, resource, stack
 from convergence.cli.state import DEFAULT_TENANT, CliState
 from convergence.cli.template_cmd import template
@@ -42,6 +43,7 @@ cli.add_command(event)
 cli.add_command(output)
 cli.add_command(demo)
 cli.add_command(api)
+cli.add_command(services)
 
 
 def main() -> None:

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +34,10 @@ from convergence import webhooks
 from convergence.dispatch.worker_stats import TASKS
 from convergence.engine.work import PLAN, Work
 from convergence.settings import Settings, load_settings
+from convergence.store.worker_views import WORKER
 
 if TYPE_CHECKING:
+    from convergence.heartbeat import Heartbeat
     from convergence.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -82,6 +86,12 @@ def make_celery(settings: Settings) -> Celery:
     app.task(name=webhooks.TASK_NAME)(webhooks.deliver_task)  # notification webhooks
     # Workers log JSON lines through ``convergence.logs``, Celery's own lines included.
     signals.setup_logging.connect(_setup_logging, weak=False, dispatch_uid=__name__)
+    # Heartbeats: a pool process beats from its start; SIGTERM (warm shutdown) marks it stopped.
+    signals.worker_init.connect(_worker_init, weak=False, dispatch_uid=__name__)
+    signals.worker_process_init.connect(_process_init, weak=False, dispatch_uid=__name__)
+    signals.worker_process_shutdown.connect(_process_shutdown, weak=False,
+                                            dispatch_uid=__name__)
+    signals.worker_shutdown.connect(_process_shutdown, weak=False, dispatch_uid=__name__)
     return app
 
 
@@ -148,6 +158,8 @@ def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], 
 
 _runtime_lock = threading.Lock()
 _runtime: tuple[int, Runtime] | None = None  # (pid, Runtime): built once per worker process
+_heartbeat: Heartbeat | None = None  # this worker process's (convergence.heartbeat)
+_celery_app: Celery | None = None  # the worker's app, for the pool processes' start hook
 
 
 def _worker_execute(app: Celery) -> Execute:
@@ -158,6 +170,9 @@ def _worker_execute(app: Celery) -> Execute:
             from convergence.runtime import open_runtime
 
             settings = load_settings()
+            if not settings.worker_id:  # one id per process: lease owner and heartbeat row
+                settings = settings.with_(worker_id=f"{socket.gethostname()}-{os.getpid()}-"
+                                                    f"{uuid.uuid4().hex[:6]}")
             # No migration here: ``convergence db upgrade`` does it, the worker refuses to start
             # on a stale schema (``convergence worker``).
             rt = open_runtime(settings, migrate=False,
@@ -168,8 +183,41 @@ def _worker_execute(app: Celery) -> Execute:
                 from convergence.dispatch.worker_stats import start_exporting
 
                 start_exporting(rt.store.engine, stats_dir)
+            _start_heartbeat(rt)
         engine = _runtime[1].engine
     return engine.execute
+
+
+def _start_heartbeat(rt: Runtime) -> None:
+    global _heartbeat
+    from convergence.heartbeat import Heartbeat, worker_info
+
+    _heartbeat = Heartbeat(rt.store, worker_info(rt.engine.worker_id, WORKER, rt.clock.now()),
+                           rt.settings.heartbeat_seconds)
+    _heartbeat.start()
+
+
+def _worker_init(sender: Any = None, **_: Any) -> None:
+    """The worker starts (before its pool forks): remember its app for the pool processes."""
+    global _celery_app
+    _celery_app = getattr(sender, "app", None)
+
+
+def _process_init(**_: Any) -> None:
+    """A pool process started: build its runtime now, so that it heartbeats while idle."""
+    if _celery_app is not None:
+        try:
+            _worker_execute(_celery_app)
+        except Exception:  # the first task tries again, and reports
+            log.exception("could not start the worker runtime")
+
+
+def _process_shutdown(**_: Any) -> None:
+    """Graceful shutdown: stop beating and mark this process's worker row stopped."""
+    global _heartbeat
+    beat, _heartbeat = _heartbeat, None
+    if beat is not None and _runtime is not None and _runtime[0] == os.getpid():
+        beat.stop()
 
 
 def _execute_task(task: Task, work_json: dict[str, Any], attempt: int = 0) -> None:

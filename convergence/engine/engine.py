@@ -90,6 +90,7 @@ class Engine:
         self.stats = EngineStats()
         self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
         self.on_events: Callable[[], None] | None = None  # called after events committed
+        self.on_step: Callable[[float], None] | None = None  # each step's seconds (metrics)
         self._plugins: dict[str, ResourcePlugin] = {}
         self.definitions = DefinitionCache(self._load_template, registry)
         self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock,
@@ -273,9 +274,12 @@ class Engine:
                     inp, record, token, record.action if record.action != "INIT" else "CREATE",
                     "Timed out"))
                 continue
+            started = time.perf_counter()
             with bind(stack=stack.id, generation=trav.generation, resource=node.name,
                       node=node.seq):
                 results.append(self.stepper.run(inp))
+            if self.on_step is not None:
+                self.on_step(time.perf_counter() - started)
         self.stats.nodes += len(results)
         return results
 

@@ -14,6 +14,8 @@ PostgreSQL compare them the same way and leases need no time-zone arithmetic.
   sequence number the planner assigns, with a dependency counter and successor list.
 - ``events``: what happened, for users and clients.
 - ``test_entities``: the backend of OS::Heat::TestResource, apart from the engine's tables.
+- ``workers``: the processes running steps (and API processes stepping in-process), each
+  with its last heartbeat (``convergence.heartbeat``).
 """
 
 from __future__ import annotations
@@ -220,3 +222,21 @@ class DeliveryRow(Base):
         UniqueConstraint("subscription_id", "event_id", name="uq_deliveries_subscription_event"),
         Index("ix_deliveries_due", "delivered_at", "next_attempt_at"),
     )
+
+
+class WorkerRow(Base):
+    """A process that runs steps: a Celery worker process, or an API process driving the
+    in-process dispatcher. Upserted every ``heartbeat_seconds``; ``stopped_at`` set on a
+    graceful shutdown."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)  # the worker id
+    hostname: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))  # worker | api
+    started_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+    stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    __table_args__ = (Index("ix_workers_heartbeat", "heartbeat_at"),)

@@ -56,6 +56,7 @@ from convergence.store.views import (
     TraversalView,
 )
 from convergence.store.webhook_views import DeliveryView, NewDelivery, SubscriptionView
+from convergence.store.worker_views import WorkerInfo, WorkerView
 
 T_STACK = cast(Table, m.StackRow.__table__)
 T_TEMPLATE = cast(Table, m.TemplateRow.__table__)
@@ -700,6 +701,31 @@ class Tx:
             T_DELIVERY.c.delivered_at.is_(None))).scalar()
         return float(value) if value is not None else None
 
+    # worker heartbeats (convergence.heartbeat) ----------------------------------------------
+    def heartbeat(self, worker: WorkerInfo) -> None:
+        """Upsert the worker's row with a heartbeat at this transaction's time (a worker
+        beating again after a stop is running again)."""
+        done = self.conn.execute(update(T_WORKER).where(T_WORKER.c.id == worker.id).values(
+            hostname=worker.hostname, pid=worker.pid, kind=worker.kind,
+            heartbeat_at=self.now, stopped_at=None))
+        if done.rowcount == 0:
+            self.conn.execute(insert(T_WORKER).values(
+                id=worker.id, hostname=worker.hostname, pid=worker.pid, kind=worker.kind,
+                started_at=worker.started_at, heartbeat_at=self.now, stopped_at=None))
+
+    def workers(self, since: float | None = None) -> list[WorkerView]:
+        """The workers that beat at or after ``since`` (all when None), oldest first."""
+        query = select(T_WORKER).order_by(T_WORKER.c.started_at, T_WORKER.c.id)
+        if since is not None:
+            query = query.where(T_WORKER.c.heartbeat_at >= since)
+        return [_worker(r) for r in self.conn.execute(query)]
+
+    def stop_worker(self, worker_id: str) -> bool:
+        """Mark a worker stopped (graceful shutdown); False when it has no row."""
+        done = self.conn.execute(update(T_WORKER).where(T_WORKER.c.id == worker_id)
+                                 .values(stopped_at=self.now))
+        return bool(done.rowcount)
+
 
 class Store:
     """Opens transactions on one database."""
@@ -738,3 +764,12 @@ def _delivery(row: Any) -> DeliveryView:
         event_type=row.event_type, body=row.body or {}, attempts=row.attempts,
         next_attempt_at=row.next_attempt_at, delivered_at=row.delivered_at,
         last_error=row.last_error or "")
+
+
+T_WORKER = cast(Table, m.WorkerRow.__table__)
+
+
+def _worker(row: Any) -> WorkerView:
+    return WorkerView(
+        id=row.id, hostname=row.hostname, pid=row.pid, kind=row.kind,
+        started_at=row.started_at, heartbeat_at=row.heartbeat_at, stopped_at=row.stopped_at)

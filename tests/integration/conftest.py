@@ -13,6 +13,9 @@ the CLI do: services enqueue to Celery, and waiting polls the store. The fixture
 ``story`` have the embedded tier's names and meaning, so its scenarios run here unchanged
 (``test_scenarios_distributed.py``). Every story gets a stack name of its own, since the
 database is shared by the whole run.
+
+``run_api`` starts a real ``convergence api`` process on a free loopback port with the cluster's
+environment (so the workers run what it enqueues), for ``test_api_distributed.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from convergence import services as sv
@@ -223,3 +227,63 @@ def story(rt: Runtime, cluster: Cluster) -> Story:
             time.sleep(0.05)
 
     return Story(rt, f"stack-{uuid.uuid4().hex[:8]}", wait)
+
+
+API_READY_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ApiProcess:
+    """A ``convergence api`` process on the cluster: its base URL and its log."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return f"--- api {self.url} (exit {self.process.poll()}) ---\n" + \
+            "\n".join(text.splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def run_api(cluster: Cluster, name: str, **env: str) -> Iterator[ApiProcess]:
+    """``convergence api`` on a free loopback port with the cluster's environment (PostgreSQL
+    and the Redis broker: the workers run the traversals) plus ``env``; stopped on exit.
+
+    Waits until ``/healthz`` answers; fails with the API's log when it does not start.
+    """
+    port = free_port()
+    log = cluster.logs / f"api-{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "convergence", "api", "--host", "127.0.0.1",
+             "--port", str(port)],
+            env={**cluster.env, **env}, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    api = ApiProcess(f"http://127.0.0.1:{port}", process, log)
+    try:
+        deadline = time.monotonic() + API_READY_TIMEOUT
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{api.url}/healthz", timeout=1).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the API did not start\n{api.tail()}", pytrace=False)
+            time.sleep(0.1)
+        yield api
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
