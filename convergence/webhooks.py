@@ -256,8 +256,16 @@ _worker_store: tuple[int, Store, Settings] | None = None
 _worker_lock = threading.Lock()
 
 
-def deliver_task() -> int:
-    """The body of the :data:`TASK_NAME` task: deliver what is due, from this worker."""
+def task_kwargs(settings: Settings) -> dict[str, Any]:
+    """The sender's delivery settings, carried in the task: a worker applies the backoff and
+    attempt limit of the API process that sent it, not its own environment's."""
+    return {"backoff_seconds": settings.webhook_backoff_seconds,
+            "max_attempts": settings.webhook_max_attempts}
+
+
+def deliver_task(backoff_seconds: float | None = None, max_attempts: int | None = None) -> int:
+    """The body of the :data:`TASK_NAME` task: deliver what is due, from this worker, with the
+    sender's settings (:func:`task_kwargs`) when given, else this worker's."""
     global _worker_store
     with _worker_lock:
         if _worker_store is None or _worker_store[0] != os.getpid():
@@ -267,4 +275,8 @@ def deliver_task() -> int:
             _worker_store = (os.getpid(), Store(make_engine(settings.database_url), time.time),
                              settings)
         _, store, settings = _worker_store
+    if backoff_seconds is not None:
+        settings = settings.with_(webhook_backoff_seconds=float(backoff_seconds))
+    if max_attempts is not None:
+        settings = settings.with_(webhook_max_attempts=int(max_attempts))
     return deliver_due(store, settings)

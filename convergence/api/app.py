@@ -123,7 +123,7 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
                 driver.stop()
 
     app = FastAPI(title="Convergence orchestration API", version="1.0", lifespan=lifespan,
-                  docs_url=None, redoc_url=None, openapi_url=None)
+                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
     app.state.runtime = runtime
     app.state.driver = driver
     # Who may call the /v1/{tenant_id}/... routes (default: from the runtime's settings).

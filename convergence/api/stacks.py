@@ -413,13 +413,16 @@ def show_template(stack: StackView = Depends(canonical_stack),  # noqa: B008
 
 # Lookups: every other path under a stack name or id redirects to the canonical path. ---------
 
-@router.api_route("/stacks/{name_or_id}", methods=_ALL_METHODS)
+# Redirects for every method: kept out of the OpenAPI document (one operation per method
+# would repeat the same id).
+@router.api_route("/stacks/{name_or_id}", methods=_ALL_METHODS, include_in_schema=False)
 def lookup_stack(request: Request, tenant_id: str, name_or_id: str,
                  rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     raise _lookup_redirect(request, rt, tenant_id, name_or_id)
 
 
-@router.api_route("/stacks/{name_or_id}/{rest:path}", methods=_ALL_METHODS)
+@router.api_route("/stacks/{name_or_id}/{rest:path}", methods=_ALL_METHODS,
+                  include_in_schema=False)
 def lookup_stack_path(request: Request, tenant_id: str, name_or_id: str, rest: str,
                       rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     try:

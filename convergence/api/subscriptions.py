@@ -137,10 +137,11 @@ def deliverer(rt: Runtime) -> webhooks.Deliverer:
 
             dispatcher = rt.dispatcher
             app = dispatcher.app if isinstance(dispatcher, CeleryDispatcher) else None
+            settings = rt.settings
 
             def send() -> None:
                 if app is not None:
-                    app.send_task(webhooks.TASK_NAME)
+                    app.send_task(webhooks.TASK_NAME, kwargs=webhooks.task_kwargs(settings))
 
             step = webhooks.celery_step(rt.store, send)
         else:

@@ -165,3 +165,17 @@ def test_resource_list_query(client: TestClient, rt: Runtime) -> None:
                         "&with_detail=true").json()["resources"]
     assert len(listed) == 2 and "attributes" in listed[0]
     assert client.get(f"{url}?action=DELETE").json()["resources"] == []
+
+
+def test_the_openapi_document_and_docs_are_served(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from convergence.api.app import create_app
+    from convergence.runtime import open_runtime
+    from convergence.settings import Settings
+
+    rt = open_runtime(Settings(database_url=f"sqlite:///{tmp_path / 'docs.db'}"))
+    client = TestClient(create_app(rt, drive_dispatcher=False))
+    spec = client.get("/openapi.json").json()
+    assert "/v1/{tenant_id}/stacks" in spec["paths"]
+    assert client.get("/docs").status_code == 200
