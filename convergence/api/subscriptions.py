@@ -12,6 +12,7 @@ tenant's id answers 404, as an unknown one).
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -139,8 +140,14 @@ def deliverer(rt: Runtime) -> webhooks.Deliverer:
             app = dispatcher.app if isinstance(dispatcher, CeleryDispatcher) else None
             settings = rt.settings
 
+            last_sent = [float("-inf")]
+
             def send() -> None:
-                if app is not None:
+                # A delivery stays due until a worker claims it: one task a second is enough
+                # to wake a worker, however often the loop looks meanwhile.
+                now = time.monotonic()
+                if app is not None and now - last_sent[0] >= 1.0:
+                    last_sent[0] = now
                     app.send_task(webhooks.TASK_NAME, kwargs=webhooks.task_kwargs(settings))
 
             step = webhooks.celery_step(rt.store, send)
