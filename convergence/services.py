@@ -211,11 +211,12 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
 def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None = None, *,
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] | None = None,
                  parameters: Mapping[str, Any] | None = None, existing: bool = False,
-                 timeout_mins: int | None = None) -> StackView:
+                 timeout_mins: int | None = None,
+                 clear_parameters: Sequence[str] = ()) -> StackView:
     """Accept an update; it supersedes whatever traversal is running.
 
     ``existing`` (PATCH): start from the stack's current template, environment and parameters
-    and apply what is given on top.
+    and apply what is given on top; ``clear_parameters`` drops kept values (back to defaults).
     """
     with rt.store.begin() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
@@ -230,6 +231,11 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         files = {**current.files, **(files or {})}
         environments = list(current.environments) + list(environments or [])
         parameters = {**current.parameters, **(parameters or {})}
+    if clear_parameters:
+        given = dict(parameters or {})
+        for name in clear_parameters:
+            given.pop(name, None)
+        parameters = given
     content = _content(template, files, environments or (), parameters)
     _accept(rt, content)
     with rt.store.begin() as tx:

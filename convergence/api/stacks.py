@@ -255,6 +255,13 @@ def show_stack(request: Request, resolve_outputs: str | None = None,
         resolve_outputs=_flag(resolve_outputs, True))}
 
 
+def _names(body: Mapping[str, Any], key: str) -> list[str]:
+    value = body.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(f"'{key}' must be a list of names")
+    return value
+
+
 def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, Any],
             existing: bool) -> JSONResponse:
     _check_if_match(request, stack)
@@ -271,7 +278,7 @@ def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, 
             _template_text(template) if template is not None else None,
             files=files, environments=_environments(body, files),
             parameters=_mapping(body, "parameters"), existing=existing,
-            timeout_mins=_timeout(body))
+            timeout_mins=_timeout(body), clear_parameters=_names(body, "clear_parameters"))
     except ValueError as exc:
         if isinstance(exc, TemplateError):
             raise

@@ -162,6 +162,13 @@ def test_updates(client: TestClient, rt: Runtime) -> None:
     assert client.get(url).json()["stack"]["outputs"][0]["output_value"] == "three"
     assert_heat_error(client.delete(url, headers={"If-Match": "2"}), 412, "PreconditionFailed")
 
+    # PATCH keeps the given values; clear_parameters puts one back to its default.
+    assert client.patch(url, json={"clear_parameters": ["value"]}).status_code == 202
+    drain(rt, sid)
+    assert client.get(url).json()["stack"]["outputs"][0]["output_value"] == "one"
+    assert_heat_error(client.patch(url, json={"clear_parameters": "value"}), 400,
+                      "HTTPBadRequest")
+
 
 def test_conflicts_and_refusals(client: TestClient, rt: Runtime) -> None:
     create(client)
