@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+
+from tests.api_process import running_api
 
 OPENSTACK = Path(sys.executable).with_name("openstack")
 
@@ -40,42 +39,10 @@ TEMPLATE = """\
     """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{tmp_path / 'osc.db'}",
-           "CONVERGENCE_DATA_DIR": str(tmp_path / "data")}
-    env.pop("CONVERGENCE_BROKER_URL", None)
-    log = (tmp_path / "api.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("the API did not start:\n" + (tmp_path / "api.log").read_text())
-            time.sleep(0.1)
+    with running_api(tmp_path, "osc.db") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 class Openstack:

@@ -7,19 +7,16 @@ an orchestration endpoint override (the recipe of the Heat API reference, sectio
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openstack
 import openstack.exceptions
 import pytest
+
+from tests.api_process import running_api
 
 TEMPLATE: dict[str, Any] = {
     "heat_template_version": "2018-08-31",
@@ -33,42 +30,10 @@ TEMPLATE: dict[str, Any] = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{tmp_path / 'sdk.db'}",
-           "CONVERGENCE_DATA_DIR": str(tmp_path / "data")}
-    env.pop("CONVERGENCE_BROKER_URL", None)
-    log = (tmp_path / "api.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("the API did not start:\n" + (tmp_path / "api.log").read_text())
-            time.sleep(0.1)
+    with running_api(tmp_path, "sdk.db") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _wait(conn: Any, name_or_id: str, timeout: float = 60) -> Any:

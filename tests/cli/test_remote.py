@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from click.testing import CliRunner, Result
 
 from convergence.cli import cli
+from tests.api_process import free_port, running_api
 
 TEMPLATE = """\
     heat_template_version: 2018-08-31
@@ -58,43 +53,10 @@ INVALID = """\
     """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("remote")
-    port = _free_port()
-    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{tmp / 'api.db'}",
-           "CONVERGENCE_DATA_DIR": str(tmp / "data")}
-    env.pop("CONVERGENCE_BROKER_URL", None)
-    log = (tmp / "api.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("the API did not start:\n" + (tmp / "api.log").read_text())
-            time.sleep(0.1)
+    with running_api(tmp_path_factory.mktemp("remote")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture
@@ -250,7 +212,7 @@ def test_template_validate_and_token(remote: str, tmp_path: Path,
 def test_unreachable_api_is_one_error_line(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CONVERGENCE_URL", raising=False)
-    result = run(f"http://127.0.0.1:{_free_port()}", "stack", "list")
+    result = run(f"http://127.0.0.1:{free_port()}", "stack", "list")
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("Error: http://127.0.0.1:")
