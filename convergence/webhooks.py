@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 
+from convergence.background import Loop
 from convergence.settings import Settings, load_settings
 from convergence.store.repository import Store
 from convergence.store.views import EventView, StackView
@@ -200,38 +201,22 @@ class Deliverer:
         self._store = store
         self._step = step
         self._idle = idle
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop("webhooks", self._turn, on_error_wait=idle)
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.wake()
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="webhooks", daemon=True)
-            self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop.stop(timeout)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            wait = self._idle
-            try:
-                self._step()
-                due = seconds_until_due(self._store)
-                if due is not None:
-                    wait = min(wait, due)
-            except Exception:  # keep going: the database or a receiver may come back
-                log.exception("webhook delivery failed")
-            self._wake.wait(wait)
+    def _turn(self, stop: threading.Event) -> float:
+        self._step()
+        due = seconds_until_due(self._store)
+        # A floor, so that a delivery due but not yet claimed (broker mode) is not spun on.
+        return self._idle if due is None else min(self._idle, max(due, 0.05))
 
 
 def local_step(store: Store, settings: Settings) -> Callable[[], object]:

@@ -31,6 +31,7 @@ from convergence.api import (
 )
 from convergence.api.auth import Authenticator, build_authenticator
 from convergence.api.stacks import router
+from convergence.background import Loop
 from convergence.dispatch.inprocess import InProcessDispatcher
 from convergence.heartbeat import Heartbeat, worker_info
 from convergence.runtime import Runtime
@@ -49,36 +50,22 @@ class DispatcherDriver:
     def __init__(self, dispatcher: InProcessDispatcher, idle: float = 0.2) -> None:
         self._dispatcher = dispatcher
         self._idle = idle
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop("dispatcher", self._turn, on_error_wait=idle)
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.wake()
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
-            self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop.stop(timeout)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            # Cleared before looking, so that work dispatched after the look wakes the wait.
-            self._wake.clear()
-            try:
-                if self._dispatcher.pending():
-                    self._dispatcher.run(stop=self._stop)
-                    continue
-            except Exception:  # keep driving: the next request may succeed
-                log.exception("the in-process dispatcher failed")
-            self._wake.wait(self._idle)
+    def _turn(self, stop: threading.Event) -> float:
+        if self._dispatcher.pending():
+            self._dispatcher.run(stop=stop)
+            return 0.0
+        return self._idle
 
 
 def version_document(base: str) -> dict[str, Any]:
