@@ -1,8 +1,8 @@
 """A background loop: a daemon thread that takes turns until stopped, and can be woken.
 
-Used by the API's in-process dispatcher driver, the webhook deliverer and the heartbeat: each
-gives a ``turn`` that does its work and says how long to wait before the next one; ``wake``
-cuts the wait short (new work was dispatched, events were committed). A turn that raises is
+Subclassed by the API's in-process dispatcher driver and the webhook deliverer: each defines a
+``turn`` that does its work and says how long to wait before the next one; ``wake`` cuts the
+wait short (new work was dispatched, events were committed). A turn that raises is
 logged and the loop goes on, since the database or a receiver may come back.
 """
 
@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 
 class Loop:
-    def __init__(self, name: str, turn: Callable[[threading.Event], float],
-                 on_error_wait: float = 1.0) -> None:
+    def __init__(self, name: str, on_error_wait: float = 1.0) -> None:
         self._name = name
-        self._turn = turn
         self._on_error_wait = on_error_wait
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -41,16 +38,16 @@ class Loop:
             self._thread.join(timeout)
             self._thread = None
 
-    @property
-    def stopping(self) -> threading.Event:
-        return self._stop
+    def turn(self, stop: threading.Event) -> float:
+        """Do one round of work; return how long to wait before the next."""
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stop.is_set():
             # Cleared before the turn, so that a wake during the turn is not lost.
             self._wake.clear()
             try:
-                wait = self._turn(self._stop)
+                wait = self.turn(self._stop)
             except Exception:
                 log.exception("%s: a turn failed", self._name)
                 wait = self._on_error_wait

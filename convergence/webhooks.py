@@ -193,7 +193,7 @@ def seconds_until_due(store: Store) -> float | None:
 
 # Running it ----------------------------------------------------------------------------------
 
-class Deliverer:
+class Deliverer(Loop):
     """Runs ``step`` on a thread: after :meth:`wake` (events committed), when a delivery is
     due, and every ``idle`` seconds (events committed by other processes)."""
 
@@ -201,18 +201,9 @@ class Deliverer:
         self._store = store
         self._step = step
         self._idle = idle
-        self._loop = Loop("webhooks", self._turn, on_error_wait=idle)
+        super().__init__("webhooks", on_error_wait=idle)
 
-    def wake(self) -> None:
-        self._loop.wake()
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._loop.stop(timeout)
-
-    def _turn(self, stop: threading.Event) -> float:
+    def turn(self, stop: threading.Event) -> float:
         self._step()
         due = seconds_until_due(self._store)
         # A floor, so that a delivery due but not yet claimed (broker mode) is not spun on.

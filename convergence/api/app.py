@@ -40,7 +40,7 @@ from convergence.store.worker_views import API
 log = logging.getLogger(__name__)
 
 
-class DispatcherDriver:
+class DispatcherDriver(Loop):
     """Runs an in-process dispatcher's work on a thread until stopped.
 
     The dispatcher's ``run`` returns when nothing is left; the driver then waits for
@@ -50,18 +50,9 @@ class DispatcherDriver:
     def __init__(self, dispatcher: InProcessDispatcher, idle: float = 0.2) -> None:
         self._dispatcher = dispatcher
         self._idle = idle
-        self._loop = Loop("dispatcher", self._turn, on_error_wait=idle)
+        super().__init__("dispatcher", on_error_wait=idle)
 
-    def wake(self) -> None:
-        self._loop.wake()
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._loop.stop(timeout)
-
-    def _turn(self, stop: threading.Event) -> float:
+    def turn(self, stop: threading.Event) -> float:
         if self._dispatcher.pending():
             self._dispatcher.run(stop=stop)
             return 0.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import click
@@ -21,6 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from convergence.api.views import iso as iso
+from convergence.api.views import output_items as output_items
 from convergence.store.views import EventView, RecordView, StackView
 
 Format = Literal["table", "json", "yaml"]
@@ -52,13 +53,6 @@ def console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=10_000, highlight=False, color_system=None)
 
 
-def iso(ts: float | None) -> str | None:
-    """Heat's time format: ``2024-05-01T12:00:00Z``."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # Views -> Heat-shaped dicts ------------------------------------------------------------------
 
 def stack_fields(s: StackView) -> dict[str, Any]:
@@ -84,22 +78,6 @@ def stack_detail(s: StackView) -> dict[str, Any]:
     out["disable_rollback"] = s.disable_rollback
     out["outputs"] = output_items(s)
     return out
-
-
-def output_items(s: StackView) -> list[dict[str, Any]]:
-    """Heat's outputs: ``output_key``, ``output_value``, ``description`` [, ``output_error``]."""
-    items = []
-    for key, out in s.outputs.items():
-        item: dict[str, Any] = {"output_key": key, "output_value": None, "description": ""}
-        if isinstance(out, Mapping):
-            item["output_value"] = out.get("value")
-            item["description"] = out.get("description") or ""
-            if out.get("error"):
-                item["output_error"] = out["error"]
-        else:
-            item["output_value"] = out
-        items.append(item)
-    return items
 
 
 def resource_fields(r: RecordView) -> dict[str, Any]:
