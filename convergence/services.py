@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from convergence.engine.definitions import build_definition
+from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
 from convergence.engine.work import PLAN, Work
-from convergence.errors import Conflict, NotFound
+from convergence.errors import Conflict, NotFound, PreconditionFailed
 from convergence.plugins.registry import PluginRegistry
 from convergence.store.repository import Tx
 from convergence.store.views import (
@@ -169,27 +170,38 @@ def _stack_or_404(tx: Tx, tenant: str, name_or_id: str) -> StackView:
     return stack
 
 
-def _begin(tx: Tx, stack: StackView, action: str, template_id: str | None) -> str:
-    """Start a traversal toward the stack's next generation (in the caller's transaction)."""
-    generation = stack.generation + 1
-    deadline = tx.now + stack.timeout_mins * 60 if stack.timeout_mins else None
-    traversal_id = tx.insert_traversal(stack.id, generation, action, template_id, deadline)
-    tx.supersede_traversals(stack.id, keep=traversal_id)
-    tx.update_stack(stack.id, generation=generation, traversal_id=traversal_id,
-                    template_id=template_id if template_id else stack.template_id,
-                    action=action, status="IN_PROGRESS",
-                    status_reason=f"Stack {action} started")
-    tx.add_events(stack.id, traversal_id, generation, [NewEvent(
-        stack.name, stack.id, "OS::Heat::Stack", action, "IN_PROGRESS",
-        f"Stack {action} started")])
-    return traversal_id
+def _locked_stack(tx: Tx, tenant: str, name_or_id: str) -> StackView:
+    """The stack, its row locked until the transaction ends: requests on one stack queue
+    up, so each sees the generation the one before it set."""
+    found = _stack_or_404(tx, tenant, name_or_id)
+    stack = tx.stack(found.id, lock=True)
+    if stack is None:
+        raise NotFound(f"The Stack ({name_or_id}) could not be found.")
+    return stack
+
+
+def _expect(stack: StackView, expected_generation: int | None) -> None:
+    """``If-Match``: refuse to act on a stack that moved past the generation the client saw
+    (checked inside the request's transaction, so two careful writers cannot both pass)."""
+    if expected_generation is not None and expected_generation != stack.generation:
+        raise PreconditionFailed(
+            f"The Stack ({stack.name}) is at generation {stack.generation}, not "
+            f"{expected_generation}.")
+
+
+def _refuse_while_deleting(stack: StackView, what: str) -> None:
+    if stack.action == "DELETE":
+        raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be {what}.")
 
 
 def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] = (),
                  parameters: Mapping[str, Any] | None = None, timeout_mins: int | None = None,
-                 disable_rollback: bool = True) -> StackView:
-    """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning."""
+                 disable_rollback: bool = False) -> StackView:
+    """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning.
+
+    Unless ``disable_rollback``, a failed create is rolled back (everything it made deleted).
+    """
     content = _content(template, files, environments, parameters)
     _accept(rt, content)
     stack_id = str(uuid.uuid4())
@@ -201,7 +213,7 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
                         disable_rollback=disable_rollback)
         stack = tx.stack(stack_id)
         assert stack is not None
-        traversal_id = _begin(tx, stack, "CREATE", tid)
+        traversal_id = begin_traversal(tx, stack, "CREATE", tid)
         stack = tx.stack(stack_id)
     rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     assert stack is not None
@@ -212,17 +224,20 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] | None = None,
                  parameters: Mapping[str, Any] | None = None, existing: bool = False,
                  timeout_mins: int | None = None,
-                 clear_parameters: Sequence[str] = ()) -> StackView:
+                 clear_parameters: Sequence[str] = (), disable_rollback: bool | None = None,
+                 expected_generation: int | None = None) -> StackView:
     """Accept an update; it supersedes whatever traversal is running.
 
     ``existing`` (PATCH): start from the stack's current template, environment and parameters
     and apply what is given on top; ``clear_parameters`` drops kept values (back to defaults).
+    ``disable_rollback`` changes the stack's setting (None keeps it); ``expected_generation``
+    refuses the update (PreconditionFailed) if the stack moved past it.
     """
     with rt.store.begin() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
         current = tx.template(stack.template_id) if stack.template_id else None
-    if stack.action == "DELETE":
-        raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be updated.")
+    _refuse_while_deleting(stack, "updated")
+    _expect(stack, expected_generation)
     if template is None:
         if not existing or current is None:
             raise ValueError("a template is required (or use the existing one)")
@@ -239,28 +254,67 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
     content = _content(template, files, environments or (), parameters)
     _accept(rt, content)
     with rt.store.begin() as tx:
-        stack = _stack_or_404(tx, tenant, stack.id)
-        if stack.action == "DELETE":
-            raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be updated.")
+        stack = _locked_stack(tx, tenant, stack.id)
+        _refuse_while_deleting(stack, "updated")
+        _expect(stack, expected_generation)
+        changes: dict[str, Any] = {}
         if timeout_mins is not None:
-            tx.update_stack(stack.id, timeout_mins=timeout_mins)
+            changes["timeout_mins"] = timeout_mins
+        if disable_rollback is not None:
+            changes["disable_rollback"] = disable_rollback
+        if changes:
+            tx.update_stack(stack.id, **changes)
             stack = _stack_or_404(tx, tenant, stack.id)
         tid = tx.put_template(content)
-        traversal_id = _begin(tx, stack, "UPDATE", tid)
+        traversal_id = begin_traversal(tx, stack, "UPDATE", tid)
         stack = _stack_or_404(tx, tenant, stack.id)
     rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     return stack
 
 
-def delete_stack(rt: Runtime, tenant: str, name_or_id: str) -> StackView:
+def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
+                 expected_generation: int | None = None) -> StackView:
     """Delete wins over everything before it."""
     with rt.store.begin() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
         if stack.deleted_at is not None:
             return stack
-        traversal_id = _begin(tx, stack, "DELETE", None)
+        stack = _locked_stack(tx, tenant, stack.id)
+        _expect(stack, expected_generation)
+        traversal_id = begin_traversal(tx, stack, "DELETE", None)
         stack = _stack_or_404(tx, tenant, stack.id)
     rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    return stack
+
+
+CANCELLABLE = ("CREATE", "UPDATE")
+
+
+def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = True,
+                 expected_generation: int | None = None) -> StackView:
+    """Cancel the create or update in progress (Heat's ``cancel_update`` and
+    ``cancel_without_rollback``); it gets a generation like any request.
+
+    With ``rollback`` the stack goes back to the last template that converged (for a create:
+    to nothing), ending ``ROLLBACK_COMPLETE``; without, the running traversal stops where it
+    is and the stack is ``CREATE_FAILED`` or ``UPDATE_FAILED`` at once. Conflict unless a
+    create or update is in progress.
+    """
+    with rt.store.begin() as tx:
+        stack = _locked_stack(tx, tenant, name_or_id)
+        _expect(stack, expected_generation)
+        if stack.status != "IN_PROGRESS" or stack.action not in CANCELLABLE:
+            raise Conflict(f"The Stack ({stack.name}) is {stack.stack_status}: only a create "
+                           "or an update in progress can be cancelled.")
+        if rollback:
+            traversal_id: str | None = begin_rollback(
+                tx, stack, f"Stack {stack.action} cancelled: rolling back")
+        else:
+            stop_traversal(tx, stack, f"Stack {stack.action} cancelled")
+            traversal_id = None
+        stack = _stack_or_404(tx, tenant, stack.id)
+    if traversal_id is not None:
+        rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     return stack
 
 

@@ -11,6 +11,7 @@ are called between the two, with no transaction open.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from convergence.engine.definitions import DefinitionCache
 from convergence.engine.stackdata import RecordData
 from convergence.engine.step import DONE, FAILED, PENDING, RETRY, StepInput, Stepper, StepResult
+from convergence.engine.traversals import begin_rollback, stack_event
 from convergence.engine.work import FINISH, NODES, PLAN, Work, batches, merge
 from convergence.graph.plan import RecordInfo, build_plan, choose_records
 from convergence.logs import bind
@@ -57,6 +59,7 @@ class EngineStats:
     fenced_off: int = 0
     skipped_busy: int = 0
     stale: int = 0
+    handed_over: int = 0
     by_outcome: Counter[str] = field(default_factory=Counter)
 
 
@@ -72,6 +75,13 @@ class _Batch:
     heads: dict[str, RecordView]
     busy_work: list[Work]
     timed_out: bool
+    gone: list[NodeView] = field(default_factory=list)  # nothing left to do: done
+
+
+def _info(r: RecordView) -> RecordInfo:
+    intact = r.status == "COMPLETE" and r.action not in ("INIT", "DELETE") and \
+        r.operation is None
+    return RecordInfo(r.id, r.name, r.requires, r.replaced_by, r.template_id, intact)
 
 
 class Engine:
@@ -119,6 +129,11 @@ class Engine:
         """Create the new version of a record and point the node at it (one transaction)."""
         owner = self._owner()
         with self.store.begin() as tx:
+            # Locked: a traversal planned after this commit sees the new version, and one that
+            # superseded this traversal before it makes no version of its own.
+            stack = tx.stack(inp.stack.id, lock=True)
+            if stack is None or stack.traversal_id != inp.traversal_id:
+                return None
             new_id = tx.insert_replacement(inp.record, inp.token, rtype)
             if new_id is None:
                 return None
@@ -149,8 +164,7 @@ class Engine:
             if work.kind == NODES:
                 return self.run_nodes(work.traversal_id, work.seqs, work.expect)
             if work.kind == FINISH:
-                self.finish(work.traversal_id)
-                return []
+                return self.finish(work.traversal_id)
         raise ValueError(f"unknown work kind {work.kind!r}")
 
     # planning -------------------------------------------------------------------------------
@@ -178,15 +192,18 @@ class Engine:
                 tx.count_done(trav.id, 0, 0, f"the template is no longer valid: {exc}")
                 return [Work(FINISH, trav.id)]
             records = tx.records(stack.id)
+            infos = [_info(r) for r in records]
             wanted = dict(definition.dependencies) if definition else {}
-            current = {name: r.id for name, r in choose_records(
-                RecordInfo(r.id, r.name, r.requires, r.replaced_by) for r in records).items()
-                if name in wanted}
+            chosen = choose_records(infos, trav.template_id)
+            heads = {i.name: i.id for i in infos if i.replaced_by is None}
+            # An earlier version the target wants as it is becomes current again (rollback).
+            tx.restore_records([(info.id, heads[info.name]) for info in chosen.values()
+                                if info.replaced_by is not None and info.name in heads])
+            current = {name: r.id for name, r in chosen.items() if name in wanted}
             missing = [(name, definition.resource_types[name]) for name in wanted
                        if name not in current] if definition else []
             current.update(tx.insert_records(stack.id, missing))
-            plan = build_plan(wanted, current, [
-                RecordInfo(r.id, r.name, r.requires, r.replaced_by) for r in records])
+            plan = build_plan(wanted, current, infos)
             tx.insert_nodes(trav.id, plan.nodes)
             tx.start_running(trav.id, len(plan.nodes))
             ready = plan.ready
@@ -237,6 +254,11 @@ class Engine:
         record_ids = [n.record_id for n in nodes if n.record_id is not None]
         records = tx.claim_records(record_ids, owner, tx.now + self.lease_seconds)
         definition = self._definition(trav, tx)
+        unclaimed = [n for n in nodes if n.record_id not in records]
+        gone: list[NodeView] = []
+        if unclaimed:
+            nodes, gone = self._vanished(tx, trav, stack, definition, nodes, unclaimed,
+                                         records, owner)
         names: set[str] = set()
         for n in nodes:
             if n.phase == "cleanup":
@@ -249,16 +271,47 @@ class Engine:
         if busy:
             # Another worker holds these (a duplicate message, a poll in flight, or a worker
             # that died): look again when its lease runs out, and go on if it has not finished.
+            # A superseded worker that finishes sooner hands the record over at once.
             self.stats.skipped_busy += len(busy)
             retry_at = tx.lease_expiry([n.record_id for n in busy if n.record_id is not None])
             delay = max((retry_at or tx.now) - tx.now, 0.0) + 0.5
             busy_work.append(Work(NODES, trav.id, tuple(n.seq for n in busy), delay))
         timed_out = trav.deadline is not None and tx.now > trav.deadline
         return _Batch(trav, stack, definition, [n for n in nodes if n not in busy], records,
-                      heads, busy_work, timed_out)
+                      heads, busy_work, timed_out, gone)
+
+    def _vanished(self, tx: Tx, trav: TraversalView, stack: StackView,
+                  definition: StackDefinition | None, nodes: list[NodeView],
+                  unclaimed: list[NodeView], records: dict[int, RecordView],
+                  owner: str) -> tuple[list[NodeView], list[NodeView]]:
+        """Nodes whose record no longer exists (a superseded traversal deleted it after this
+        one was planned): a cleanup node has nothing left to do; a converge node works on the
+        name's current record, or a new one."""
+        exists = tx.tokens([n.record_id for n in unclaimed if n.record_id is not None])
+        missing = [n for n in unclaimed if n.record_id not in exists]
+        if not missing:
+            return nodes, []
+        gone = [n for n in missing if n.phase == "cleanup" or definition is None or
+                n.name not in definition.resource_types]
+        rebuild = [n for n in missing if n not in gone]
+        found: dict[str, int] = {}
+        if rebuild:
+            assert definition is not None
+            found = {name: r.id for name, r in tx.heads(stack.id, [n.name for n in rebuild])
+                     .items()}
+            found.update(tx.insert_records(stack.id, [
+                (n.name, definition.resource_types[n.name]) for n in rebuild
+                if n.name not in found]))
+            for n in rebuild:
+                tx.set_node_record(trav.id, n.seq, found[n.name])
+            records.update(tx.claim_records(list(found.values()), owner,
+                                            tx.now + self.lease_seconds))
+        moved = {n.seq: dataclasses.replace(n, record_id=found[n.name]) for n in rebuild}
+        keep = [moved.get(n.seq, n) for n in nodes if n not in gone]
+        return keep, gone
 
     def _steps(self, batch: _Batch) -> list[StepResult]:
-        results: list[StepResult] = []
+        results: list[StepResult] = [StepResult(n.seq, DONE) for n in batch.gone]
         trav, stack = batch.trav, batch.stack
         for node in batch.nodes:
             assert node.record_id is not None
@@ -301,90 +354,148 @@ class Engine:
                 go_on: bool) -> tuple[list[Work], _Batch | None]:
         """The batch's one writing transaction; returns the follow-up work, and the next
         batch (its successors, already claimed) when ``go_on`` and there are any."""
-        trav, stack = batch.trav, batch.stack
+        trav = batch.trav
         if not results:
             return [], None
-        follow: list[Work] = []
-        finished = False
-        nxt: _Batch | None = None
         with self.store.begin() as tx:
-            done: list[int] = []
-            failed: list[int] = []
-            failure = ""
+            now_trav, now_stack = tx.traversal_and_stack(trav.id)
+            assert now_trav is not None and now_stack is not None
             events: list[NewEvent] = []
             applied = tx.apply_many([c for r in results for c in r.changes])
+            kept: list[StepResult] = []
             for r in results:
                 self.stats.by_outcome[r.outcome] += 1
                 if r.changes and r.changes[0].record_id not in applied:
                     self.stats.fenced_off += 1  # our lease was taken over: not ours to record
                     continue
                 events.extend(r.events)
-                if r.outcome == DONE:
-                    done.append(r.seq)
-                elif r.outcome == FAILED:
-                    failed.append(r.seq)
-                    failure = failure or r.reason
-                elif r.outcome in (PENDING, RETRY):
-                    self.stats.polls += 1
-                    delay = min(max(r.delay, 0.0), self.max_poll_delay)
-                    follow.append(Work(NODES, trav.id, (r.seq,), delay, r.changes[0].token
-                                       if r.changes else None))
-            finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
-            done = [n.seq for n in finished_nodes]
-            failed = [n.seq for n in tx.finish_nodes(trav.id, failed, FAILED_STATE)]
-            successors: Counter[int] = Counter()
-            for node in finished_nodes:
-                successors.update(node.successors)
-            ready = tx.release_successors(trav.id, successors)
-            skipped = tx.skip_descendants(trav.id, failed) if failed else 0
-            tx.add_events(stack.id, trav.id, trav.generation, events)
-            if done or failed or skipped:
-                remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
-                finished = remaining <= 0
-            if go_on and ready and not finished:
-                current, now_stack = tx.traversal_and_stack(trav.id)
-                if current is not None and now_stack is not None and \
-                        now_stack.traversal_id == trav.id and current.state == RUNNING:
-                    take, ready = ready[:self.batch_size], ready[self.batch_size:]
-                    nxt = self._prepare(tx, current, now_stack, tx.nodes(trav.id, take), owner)
+                kept.append(r)
+            tx.add_events(now_stack.id, trav.id, trav.generation, events)
+            if now_stack.traversal_id != trav.id or now_trav.state != RUNNING:
+                # Superseded while the steps ran: what they did is recorded (fenced); the
+                # resources go on in the current traversal, from where they really are.
+                follow = self._hand_over(tx, now_stack, [
+                    c.record_id for r in kept for c in r.changes])
+                nxt = None
+            else:
+                follow, nxt = self._account(tx, now_trav, now_stack, kept, owner, go_on)
         if events and self.on_events is not None:
             self.on_events()
+        return merge(follow, self.batch_size), nxt
+
+    def _hand_over(self, tx: Tx, stack: StackView, record_ids: Sequence[int]) -> list[Work]:
+        """The current traversal's ready nodes for records a superseded step just wrote: a
+        node that found its record busy is waiting for exactly this."""
+        self.stats.handed_over += len(record_ids)
+        if not stack.traversal_id or not record_ids:
+            return []
+        seqs = tx.current_nodes_of(stack.traversal_id, record_ids)
+        return list(batches(stack.traversal_id, seqs, self.batch_size))
+
+    def _account(self, tx: Tx, trav: TraversalView, stack: StackView,
+                 results: list[StepResult], owner: str,
+                 go_on: bool) -> tuple[list[Work], _Batch | None]:
+        """Nodes done or failed, successors released, the traversal's counters; a failure
+        rolls back at once when the stack asks for it."""
+        follow: list[Work] = []
+        done: list[int] = []
+        failed: list[int] = []
+        failure = ""
+        for r in results:
+            if r.outcome == DONE:
+                done.append(r.seq)
+            elif r.outcome == FAILED:
+                failed.append(r.seq)
+                failure = failure or r.reason
+            elif r.outcome in (PENDING, RETRY):
+                self.stats.polls += 1
+                delay = min(max(r.delay, 0.0), self.max_poll_delay)
+                follow.append(Work(NODES, trav.id, (r.seq,), delay, r.changes[0].token
+                                   if r.changes else None))
+        finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
+        done = [n.seq for n in finished_nodes]
+        failed = [n.seq for n in tx.finish_nodes(trav.id, failed, FAILED_STATE)]
+        if failed and self._rolls_back(stack, trav):
+            return self._roll_back(tx, stack, trav, failure), None
+        successors: Counter[int] = Counter()
+        for node in finished_nodes:
+            successors.update(node.successors)
+        ready = tx.release_successors(trav.id, successors)
+        skipped = tx.skip_descendants(trav.id, failed) if failed else 0
+        finished = False
+        if done or failed or skipped:
+            remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
+            finished = remaining <= 0
+        nxt: _Batch | None = None
+        if go_on and ready and not finished:
+            take, ready = ready[:self.batch_size], ready[self.batch_size:]
+            nxt = self._prepare(tx, trav, stack, tx.nodes(trav.id, take), owner)
         follow.extend(batches(trav.id, ready, self.batch_size))
         if finished:
             follow.append(Work(FINISH, trav.id))
-        return merge(follow, self.batch_size), nxt
+        return follow, nxt
+
+    @staticmethod
+    def _rolls_back(stack: StackView, trav: TraversalView) -> bool:
+        return not stack.disable_rollback and trav.action in ("CREATE", "UPDATE")
+
+    def _roll_back(self, tx: Tx, stack: StackView, trav: TraversalView,
+                   failure: str) -> list[Work]:
+        """The traversal failed: say so, then start the rollback that supersedes it."""
+        locked = tx.stack(stack.id, lock=True)  # a request committed since is not overruled
+        if locked is None or locked.traversal_id != trav.id:
+            return []
+        reason = f"Resource {trav.action} failed: {failure}"
+        tx.end_traversal(trav.id, TRAVERSAL_FAILED)
+        tx.update_stack(stack.id, status="FAILED", status_reason=reason,
+                        observed_generation=trav.generation)
+        tx.add_events(stack.id, trav.id, trav.generation, [
+            stack_event(stack, trav.action, "FAILED", reason)])
+        failed = tx.stack(stack.id)
+        assert failed is not None
+        rollback = begin_rollback(tx, failed, f"Rolling back: {reason}")
+        return [Work(PLAN, rollback)]
 
     # finishing ------------------------------------------------------------------------------
-    def finish(self, traversal_id: str) -> None:
-        """Set the stack's outcome: status, reason, outputs, observed generation."""
+    def finish(self, traversal_id: str) -> list[Work]:
+        """Set the stack's outcome: status, reason, outputs, observed generation (or, for a
+        failure the stack wants rolled back, start the rollback)."""
+        follow: list[Work] = []
         with self.store.begin() as tx:
             trav = tx.traversal(traversal_id)
             if trav is None or trav.state != RUNNING:
-                return
+                return []
             stack = tx.stack(trav.stack_id, lock=True)
             if stack is None or stack.traversal_id != trav.id:
-                return
+                return []
             ok = trav.nodes_failed == 0 and not trav.failure
-            status = "COMPLETE" if ok else "FAILED"
-            values: dict[str, object] = {
-                "action": trav.action, "status": status,
-                "status_reason": f"Stack {trav.action} completed successfully" if ok
-                else f"Resource {trav.action} failed: {trav.failure}",
-                "observed_generation": trav.generation,
-            }
-            if ok:
-                values["rollback_template_id"] = trav.template_id
-                values["outputs"] = self._outputs(tx, stack, trav)
-                if trav.action == "DELETE":
-                    values["deleted_at"] = tx.now
             self.finishes += 1
-            if tx.finish_stack(stack.id, trav.id, **values):
-                tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
-                tx.add_events(stack.id, trav.id, trav.generation, [NewEvent(
-                    stack.name, stack.id, "OS::Heat::Stack", trav.action, status,
-                    str(values["status_reason"]))])
+            if not ok and self._rolls_back(stack, trav):
+                follow = self._roll_back(tx, stack, trav, trav.failure)
+            else:
+                self._conclude(tx, stack, trav, ok)
         if self.on_events is not None:
             self.on_events()
+        return follow
+
+    def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> None:
+        status = "COMPLETE" if ok else "FAILED"
+        values: dict[str, object] = {
+            "action": trav.action, "status": status,
+            "status_reason": f"Stack {trav.action} completed successfully" if ok
+            else f"Resource {trav.action} failed: {trav.failure}",
+            "observed_generation": trav.generation,
+        }
+        if ok:
+            if trav.action != "ROLLBACK":  # a rollback's target is the one it went back to
+                values["rollback_template_id"] = trav.template_id
+            values["outputs"] = self._outputs(tx, stack, trav)
+            if trav.action == "DELETE":
+                values["deleted_at"] = tx.now
+        if tx.finish_stack(stack.id, trav.id, **values):
+            tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
+            tx.add_events(stack.id, trav.id, trav.generation, [
+                stack_event(stack, trav.action, status, str(values["status_reason"]))])
 
     def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView) -> dict[str, object]:
         if trav.template_id is None:

@@ -116,23 +116,31 @@ class Stepper:
                                 f"a value it needs is not available: {exc.what}")
         except TemplateError as exc:
             return self.fail(inp, record, inp.token, _action_for(record), str(exc))
+        requires = [inp.heads[d].id for d in sorted(definition.dependencies.get(name, ()))
+                    if d in inp.heads]
+        op = record.operation
+        if op is not None and op.get("action") != DELETE:
+            started = op.get("properties") or {}
+            if dict(started) != dict(props):
+                # The operation under way was started for another definition.
+                if plugin.preemptible:
+                    return self._preempt(inp, plugin, record, str(op.get("action", CREATE)),
+                                         started, props, requires, rtype)
+                # Not preemptible: see it to its end, record what it made, then go again.
+                return self._act(inp, plugin, record, inp.token,
+                                 str(op.get("action", CREATE)), started, requires,
+                                 poll=True, settle=True)
         observed = observed_of(record)
         replace = observed.action not in ("INIT", "DELETE") and \
             plugin.needs_replace(record.properties, props)
         action = decide_converge(observed, Desired(rtype, props, inp.template_id), replace)
-        requires = [inp.heads[d].id for d in sorted(definition.dependencies.get(name, ()))
-                    if d in inp.heads]
         if action is Action.NOTHING:
             change = RecordChange(record.id, inp.token, {
                 "template_id": inp.template_id, "generation": inp.generation,
                 "requires": requires})
             return StepResult(inp.node.seq, DONE, [change])
         if action is Action.REPLACE:
-            new = self._replace(inp, rtype)
-            if new is None:  # fenced off: someone else holds the record now
-                return StepResult(inp.node.seq, RETRY, delay=0.0)
-            return self._act(inp, plugin, new, new.fencing_token, CREATE, props, requires,
-                             replacing=record)
+            return self._replacement(inp, plugin, record, props, requires, rtype)
         verb = CREATE if action is Action.CREATE else UPDATE
         if action is Action.POLL:
             op = record.operation or {}
@@ -140,9 +148,44 @@ class Stepper:
         return self._act(inp, plugin, record, inp.token, verb, props, requires,
                          poll=action is Action.POLL)
 
+    def _replacement(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView,
+                     props: Mapping[str, Any], requires: list[int], rtype: str,
+                     events: list[NewEvent] | None = None) -> StepResult:
+        new = self._replace(inp, rtype)
+        if new is None:  # fenced off, or superseded: the current traversal takes it from here
+            return StepResult(inp.node.seq, RETRY, [RecordChange(record.id, inp.token, {})],
+                              delay=0.0)
+        result = self._act(inp, plugin, new, new.fencing_token, CREATE, props, requires,
+                           replacing=record)
+        result.events[:0] = events or []
+        return result
+
+    def _preempt(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView, verb: str,
+                 started: Mapping[str, Any], props: Mapping[str, Any], requires: list[int],
+                 rtype: str) -> StepResult:
+        """Abandon the wait of an operation started for an older definition and converge to
+        the new one from where the resource is: as an update of what the operation was making,
+        a replacement if the change needs one, or a fresh create if nothing was made yet."""
+        event = NewEvent(record.name, record.physical_id, rtype, verb, "IN_PROGRESS",
+                         f"{verb} in progress abandoned: converging to generation "
+                         f"{inp.generation}")
+        if record.physical_id is not None and plugin.needs_replace(started, props):
+            return self._replacement(inp, plugin, record, props, requires, rtype, [event])
+        if record.physical_id is None:
+            result = self._act(inp, plugin, record, inp.token, CREATE, props, requires)
+        else:
+            result = self._act(inp, plugin, record, inp.token, UPDATE, props, requires,
+                               old=started)
+        result.events.insert(0, event)
+        return result
+
     def _act(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView, token: int,
              verb: str, props: Mapping[str, Any], requires: list[int], *,
-             poll: bool = False, replacing: RecordView | None = None) -> StepResult:
+             poll: bool = False, replacing: RecordView | None = None,
+             old: Mapping[str, Any] | None = None, settle: bool = False) -> StepResult:
+        """Start (or poll) ``verb`` toward ``props``. ``old``: the properties an update starts
+        from (default: the record's). ``settle``: the operation is an older definition's; once
+        it ends, record what it made and go again (the node is not done)."""
         ctx = self._context(inp.stack, record)
         try:
             if poll:
@@ -152,7 +195,8 @@ class Stepper:
             elif verb == CREATE:
                 progress = plugin.create(ctx, props)
             else:
-                progress = plugin.update(ctx, record.physical_id, record.properties, props)
+                progress = plugin.update(ctx, record.physical_id,
+                                         record.properties if old is None else old, props)
         except ResourceFailure as exc:
             result = self.fail(inp, record, token, verb, str(exc) or "failed")
             if replacing is not None:
@@ -183,16 +227,20 @@ class Stepper:
             attributes = dict(progress.attributes) if progress.attributes is not None \
                 else dict(record.attributes)
             ref = plugin.reference_id(physical_id, props, attributes)
-            change = RecordChange(record.id, token, {
+            values: dict[str, Any] = {
                 "physical_id": physical_id, "action": verb, "status": "COMPLETE",
                 "status_reason": "", "type": rtype, "properties": dict(props),
                 "attributes": attributes, "reference_id": None if ref is None else str(ref),
                 "operation": None, "template_id": inp.template_id,
                 "generation": inp.generation, "requires": requires,
-            })
+            }
+            if settle:  # converged to the older definition only: that is what it records
+                values.update(template_id=record.template_id, generation=record.generation,
+                              requires=list(record.requires))
+            change = RecordChange(record.id, token, values)
             events.append(NewEvent(record.name, physical_id, rtype, verb, "COMPLETE",
                                    "state changed"))
-            result = StepResult(inp.node.seq, DONE, [change], events)
+            result = StepResult(inp.node.seq, RETRY if settle else DONE, [change], events)
         if replacing is not None:
             result.changes.append(RecordChange(replacing.id, inp.token, {}))
         return result

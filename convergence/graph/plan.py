@@ -35,6 +35,8 @@ class RecordInfo:
     name: str
     requires: tuple[int, ...] = ()
     replaced_by: int | None = None
+    template_id: str | None = None  # the template it last converged to
+    intact: bool = False  # converged and untouched since: it may be made current again
 
 
 @dataclass(slots=True)
@@ -56,15 +58,31 @@ class Plan:
         return [n.seq for n in self.nodes if n.pending == 0]
 
 
-def choose_records(records: Iterable[RecordInfo]) -> dict[str, RecordInfo]:
-    """The current record of each name: the newest one nothing replaced."""
-    chosen: dict[str, RecordInfo] = {}
+def choose_records(records: Iterable[RecordInfo],
+                   target: str | None = None) -> dict[str, RecordInfo]:
+    """The record each name converges from: the newest one nothing replaced (the head), unless
+    the head is not at ``target`` and an earlier, intact version is: then that version.
+
+    The exception is what a rollback (or an update back to an earlier template) needs: when a
+    replacement is rolled back, the original, still in the cloud and exactly as the target
+    template wants it, is kept, and the replacement is what gets deleted.
+    """
+    heads: dict[str, RecordInfo] = {}
+    earlier: dict[str, RecordInfo] = {}
     for r in records:
-        if r.replaced_by is not None:
-            continue
-        best = chosen.get(r.name)
-        if best is None or r.id > best.id:
-            chosen[r.name] = r
+        if r.replaced_by is None:
+            best = heads.get(r.name)
+            if best is None or r.id > best.id:
+                heads[r.name] = r
+        elif target is not None and r.template_id == target and r.intact:
+            best = earlier.get(r.name)
+            if best is None or r.id > best.id:
+                earlier[r.name] = r
+    chosen = dict(heads)
+    for name, r in earlier.items():
+        head = heads.get(name)
+        if head is None or head.template_id != target:
+            chosen[name] = r
     return chosen
 
 

@@ -145,7 +145,8 @@ class NodeRow(Base):
     successors: Mapped[list[Any]] = mapped_column(JSON, default=list)  # seqs
     updated_at: Mapped[float] = mapped_column(Float)
 
-    __table_args__ = (Index("ix_nodes_state", "traversal_id", "state"),)
+    __table_args__ = (Index("ix_nodes_state", "traversal_id", "state"),
+                      Index("ix_nodes_record", "traversal_id", "record_id"))
 
 
 class EventRow(Base):

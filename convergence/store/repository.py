@@ -259,10 +259,14 @@ class Tx:
                                      .values(**values)
                                      .returning(T_TRAV.c.nodes_remaining)).scalar_one())
 
-    def end_traversal(self, traversal_id: str, state: str) -> bool:
-        result = self.conn.execute(update(T_TRAV).where(
-            T_TRAV.c.id == traversal_id, T_TRAV.c.state == RUNNING,
-        ).values(state=state, finished_at=self.now))
+    def end_traversal(self, traversal_id: str, state: str,
+                      from_state: str | None = RUNNING) -> bool:
+        """End a traversal (only from ``from_state``; None: from any state)."""
+        where = [T_TRAV.c.id == traversal_id]
+        if from_state is not None:
+            where.append(T_TRAV.c.state == from_state)
+        result = self.conn.execute(update(T_TRAV).where(*where)
+                                   .values(state=state, finished_at=self.now))
         return result.rowcount == 1
 
     # records ------------------------------------------------------------------------------
@@ -402,6 +406,33 @@ class Tx:
             stmt = update(T_RES).where(T_RES.c.id == bindparam("_id")).values(values)
             self.conn.execute(stmt, rows)
         return {c.record_id for c in valid}
+
+    def fail_pending_operations(self, stack_id: str, reason: str) -> int:
+        """Records waiting on an operation nobody holds: FAILED, operation abandoned."""
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.stack_id == stack_id, T_RES.c.status == "IN_PROGRESS",
+            or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
+        ).values(status="FAILED", status_reason=reason, operation=None, updated_at=self.now))
+        return int(result.rowcount)
+
+    def restore_records(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Make an earlier version current again: for each (restored, superseded) pair the
+        restored record is nobody's replaced version any more and the superseded one is."""
+        for restored, superseded in pairs:
+            self.conn.execute(update(T_RES).where(T_RES.c.id == restored)
+                              .values(replaced_by=None, updated_at=self.now))
+            self.conn.execute(update(T_RES).where(T_RES.c.id == superseded)
+                              .values(replaced_by=restored, updated_at=self.now))
+
+    def current_nodes_of(self, traversal_id: str, record_ids: Iterable[int]) -> list[int]:
+        """The ready nodes of a traversal that work on these records (handover)."""
+        out: list[int] = []
+        for chunk in _chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(select(T_NODE.c.seq).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
+                T_NODE.c.state == READY))
+            out.extend(r.seq for r in rows)
+        return out
 
     def release(self, record_ids: Iterable[int], owner: str) -> None:
         for chunk in _chunks(sorted(set(record_ids))):

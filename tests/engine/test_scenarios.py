@@ -133,7 +133,7 @@ def test_a_failing_resource_fails_the_stack_and_spares_the_rest(story: Story) ->
         "C": res("c", depends_on=["B"]),
         "D": res("d", depends_on=["A"]),
         "E": res("e"),
-    }))
+    }), disable_rollback=True)
     stack = story.finish()
     assert stack.stack_status == "CREATE_FAILED"
     assert "B: Test Resource failed" in stack.status_reason
@@ -145,7 +145,8 @@ def test_a_failing_resource_fails_the_stack_and_spares_the_rest(story: Story) ->
 
 
 def test_timeout_fails_the_traversal(story: Story) -> None:
-    story.create(template({"A": res("a", wait_secs=600)}), timeout_mins=1)
+    story.create(template({"A": res("a", wait_secs=600)}), timeout_mins=1,
+                 disable_rollback=True)
     stack = story.finish()
     assert stack.stack_status == "CREATE_FAILED"
     assert "Timed out" in stack.status_reason
