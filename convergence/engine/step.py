@@ -219,6 +219,9 @@ class Stepper:
                 "physical_id": physical_id, "action": verb, "status": "IN_PROGRESS",
                 "type": rtype, "operation": {"action": verb, "state": dict(progress.state),
                                              "properties": dict(props)},
+                # While in progress it may be built on the old dependencies and the new: a
+                # traversal planned meanwhile deletes neither before this one moves away.
+                "requires": sorted(set(record.requires) | set(requires)),
             })
             result = StepResult(inp.node.seq, PENDING, [change], events, delay=progress.delay)
         else:
