@@ -4,8 +4,16 @@ Callers: ``convergence.api.app`` includes :data:`router` before the stack routes
 routes would otherwise take ``stacks/preview`` and ``stacks/{name}/{id}/...`` paths).
 
 - ``POST /stacks/{name}/{id}/actions``: a body of exactly one of ``suspend``, ``resume``,
-  ``check``, ``cancel_update``, ``cancel_without_rollback``. The engine does not do these yet:
-  each answers 400 ``NotSupported``; anything else is a 400 bad request.
+  ``check``, ``cancel_update``, ``cancel_without_rollback`` (its value ignored); zero, several
+  or unknown keys are a 400 bad request. ``cancel_update`` rolls a create or update in progress
+  back to the last template that converged, for a create to nothing (``ROLLBACK_IN_PROGRESS``,
+  then ``ROLLBACK_COMPLETE``; Heat refuses it on a create, which leaves a half-made stack no
+  way back but a delete);
+  ``cancel_without_rollback`` stops a create or update in progress where it is (the stack is
+  ``CREATE_FAILED`` / ``UPDATE_FAILED`` at once). Both answer 200 with a ``null`` body, as
+  Heat does, and 409 when there is nothing of that kind to cancel; both honour ``If-Match``
+  (412). ``suspend``, ``resume`` and ``check`` are not done by this engine yet: 400
+  ``NotSupported``.
 - ``POST /stacks/preview``: validates a new stack and lists the resources it would create.
 - ``PUT|PATCH /stacks/{name}/{id}/preview``: what an update would do to each resource
   (``convergence.preview``).
@@ -19,15 +27,18 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 
-from convergence import preview
+from convergence import preview, services
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
 from convergence.api.stacks import (
     _environments,
+    _flag,
     _mapping,
     _template_text,
+    _wake,
     canonical_stack,
+    if_match_generation,
     json_body,
     runtime,
 )
@@ -39,6 +50,7 @@ from convergence.template import TemplateError
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 ACTIONS = ("suspend", "resume", "check", "cancel_update", "cancel_without_rollback")
+CANCELS = ("cancel_update", "cancel_without_rollback")
 
 
 def _base(request: Request) -> str:
@@ -48,8 +60,9 @@ def _base(request: Request) -> str:
 # Actions ----------------------------------------------------------------------------------------
 
 @router.post("/stacks/{stack_name}/{stack_id}/actions")
-def stack_action(stack: StackView = Depends(canonical_stack),  # noqa: B008
-                 body: dict[str, Any] = Depends(json_body)) -> None:  # noqa: B008
+def stack_action(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
+                 body: dict[str, Any] = Depends(json_body),  # noqa: B008
+                 rt: Runtime = Depends(runtime)) -> None:  # noqa: B008
     if len(body) != 1:
         raise ApiError(400, "HTTPBadRequest", "The request body must name exactly one "
                        f"action, one of: {', '.join(ACTIONS)}.")
@@ -57,8 +70,15 @@ def stack_action(stack: StackView = Depends(canonical_stack),  # noqa: B008
     if action not in ACTIONS:
         raise ApiError(400, "HTTPBadRequest", f"Invalid action {action!r}: must be one of "
                        f"{', '.join(ACTIONS)}.")
-    raise ApiError(400, "NotSupported", f"The stack action '{action}' is not supported yet "
-                   f"by this engine (Stack {stack.name}); nothing was done.")
+    if action not in CANCELS:
+        raise ApiError(400, "NotSupported", f"The stack action '{action}' is not supported "
+                       f"yet by this engine (Stack {stack.name}); nothing was done.")
+    expected = if_match_generation(request)
+    # Conflict (409) unless a create or update is in progress, checked in the transaction.
+    services.cancel_stack(rt, stack.tenant, stack.id, rollback=action == "cancel_update",
+                          expected_generation=expected)
+    _wake(request)
+    # Heat answers 200 with a null body; the stack's status tells how the cancel goes.
 
 
 # Previews ---------------------------------------------------------------------------------------
@@ -129,7 +149,7 @@ def preview_create(request: Request, tenant_id: str,
         "parent": None,
         "capabilities": [],
         "notification_topics": [],
-        "disable_rollback": True,
+        "disable_rollback": _flag(body.get("disable_rollback"), False),
         "timeout_mins": body.get("timeout_mins"),
         "parameters": params,
         "creation_time": None,

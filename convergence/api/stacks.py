@@ -8,6 +8,9 @@ against the caller's token unless in noauth mode).
 A stack's canonical path is ``stacks/{name}/{id}``; a path whose second segment is not the
 stack's id (``stacks/{name_or_id}[/...]``) is a lookup, answered with a 302 to the canonical
 path (the rest of the path and the query string kept), for every method, as Heat does.
+
+Update, delete and the stack actions honour ``If-Match: <generation>`` (see
+:func:`if_match_generation`): 412 when the stack is no longer at that generation.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from convergence import services
 from convergence.api import ops, stream, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError, Redirect
-from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.errors import Conflict, NotFound
 from convergence.runtime import Runtime
 from convergence.store.views import RecordView, StackView, TemplateContent
 from convergence.template import TemplateError, load_document
@@ -128,6 +131,12 @@ def _flag(value: Any, default: bool) -> bool:
     return bool(value)
 
 
+def _optional_flag(body: Mapping[str, Any], key: str) -> bool | None:
+    """A flag an update may leave out (or send as null): None keeps the stack's setting."""
+    value = body.get(key)
+    return None if value is None else _flag(value, False)
+
+
 def _int_param(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
@@ -168,30 +177,28 @@ def canonical_stack(request: Request, tenant_id: str, stack_name: str, stack_id:
     return stack
 
 
-def _check_if_match(request: Request, stack: StackView) -> None:
-    """``If-Match: <generation>``: refuse (412) when the stack has moved past it.
+def if_match_generation(request: Request) -> int | None:
+    """The stack generation ``If-Match`` names (``W/"3"``, ``"3"`` or ``3``); None without the
+    header or with ``*``. A value that is not a generation is a 400.
 
-    Check then act: another request may be accepted between this check and the use case, so
-    two writers with the same If-Match can both pass. Closing that race needs the expected
-    generation checked inside the use case's transaction (services does not offer it yet).
+    The routes pass it to the use case as ``expected_generation``: services compares it with
+    the stack's generation inside the request's transaction (412 when the stack moved past
+    it), so two writers sending the same If-Match cannot both be accepted.
     """
     value = request.headers.get("if-match")
     if value is None:
-        return
+        return None
     token = value.strip()
     if token.startswith("W/"):
         token = token[2:]
     token = token.strip('"')
     if token == "*":
-        return
+        return None
     try:
-        expected = int(token)
+        return int(token)
     except ValueError:
         raise _bad(f"If-Match must be a stack generation (an integer), not {value!r}.") \
             from None
-    if expected != stack.generation:
-        raise PreconditionFailed(
-            f"The Stack ({stack.name}) is at generation {stack.generation}, not {expected}.")
 
 
 def _content(rt: Runtime, stack: StackView) -> TemplateContent | None:
@@ -235,7 +242,7 @@ def create_stack(request: Request, tenant_id: str,
             rt, tenant_id, name, _template_text(body["template"]), files=files,
             environments=_environments(body, files), parameters=_mapping(body, "parameters"),
             timeout_mins=_timeout(body),
-            disable_rollback=_flag(body.get("disable_rollback"), True))
+            disable_rollback=_flag(body.get("disable_rollback"), False))
     except Conflict as exc:
         raise ApiError(409, "StackExists", str(exc)) from None
     _wake(request)
@@ -264,7 +271,7 @@ def _names(body: Mapping[str, Any], key: str) -> list[str]:
 
 def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, Any],
             existing: bool) -> JSONResponse:
-    _check_if_match(request, stack)
+    expected = if_match_generation(request)
     template = body.get("template")
     if template is None and not existing:
         if body.get("template_url"):
@@ -278,7 +285,9 @@ def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, 
             _template_text(template) if template is not None else None,
             files=files, environments=_environments(body, files),
             parameters=_mapping(body, "parameters"), existing=existing,
-            timeout_mins=_timeout(body), clear_parameters=_names(body, "clear_parameters"))
+            timeout_mins=_timeout(body), clear_parameters=_names(body, "clear_parameters"),
+            disable_rollback=_optional_flag(body, "disable_rollback"),
+            expected_generation=expected)
     except ValueError as exc:
         if isinstance(exc, TemplateError):
             raise
@@ -306,8 +315,8 @@ def patch_stack(request: Request, stack: StackView = Depends(canonical_stack),  
 @router.delete("/stacks/{stack_name}/{stack_id}", status_code=204)
 def delete_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                  rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
-    _check_if_match(request, stack)
-    services.delete_stack(rt, stack.tenant, stack.id)
+    services.delete_stack(rt, stack.tenant, stack.id,
+                          expected_generation=if_match_generation(request))
     _wake(request)
     return Response(status_code=204)
 

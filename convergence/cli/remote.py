@@ -92,7 +92,7 @@ def stack_view(data: Mapping[str, Any], tenant: str) -> StackView:
         action=action, status=status,
         status_reason=str(data.get("stack_status_reason") or ""), outputs=outputs,
         timeout_mins=data.get("timeout_mins"),
-        disable_rollback=bool(data.get("disable_rollback", True)),
+        disable_rollback=bool(data.get("disable_rollback", False)),  # rollback is the default
         created_at=_ts(data.get("creation_time")) or 0.0,
         updated_at=_ts(data.get("updated_time")) or _ts(data.get("creation_time")) or 0.0,
         deleted_at=_ts(data.get("deletion_time")))
@@ -227,13 +227,23 @@ class RemoteClient:
 
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
-                     existing: bool, timeout_mins: int | None) -> StackView:
+                     existing: bool, timeout_mins: int | None,
+                     disable_rollback: bool | None = None) -> StackView:
+        """``disable_rollback`` None: not sent, the stack keeps its setting."""
         current = self.get_stack(name)
         body = self._body(text, files or {}, environments, parameters or {})
         if timeout_mins is not None:
             body["timeout_mins"] = timeout_mins
+        if disable_rollback is not None:
+            body["disable_rollback"] = disable_rollback
         self._json("PATCH" if existing else "PUT", self._path(current), json=body)
         return self.get_stack(current.id)
+
+    def cancel_stack(self, s: StackView, *, rollback: bool = True) -> StackView:
+        """Heat's ``cancel_update`` (``rollback``) or ``cancel_without_rollback`` action."""
+        action = "cancel_update" if rollback else "cancel_without_rollback"
+        self._request("POST", f"{self._path(s)}/actions", json={action: None})
+        return self.get_stack(s.id)
 
     def delete_stack(self, name: str) -> StackView:
         current = self.get_stack(name)

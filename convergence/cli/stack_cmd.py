@@ -1,7 +1,7 @@
 """``convergence stack|resource|event|output ...``: stacks from the command line, Heat-style.
 
-Shaped like ``openstack stack ...`` (python-heatclient): ``stack create|update|delete|list|
-show|resources``, ``resource list|show``, ``event list [--follow]``, ``output list|show``,
+Shaped like ``openstack stack ...`` (python-heatclient): ``stack create|update|cancel|delete|
+list|show|resources``, ``resource list|show``, ``event list [--follow]``, ``output list|show``,
 ``-f table|json|yaml`` with Heat's field names. Registered on the ``convergence`` group by
 ``convergence.cli``; calls ``convergence.services`` and nothing below it.
 
@@ -15,7 +15,8 @@ Remote mode (``--url`` / ``CONVERGENCE_URL``): the same commands talk to the API
 and ``event list --follow`` read the API's events watch stream.
 
 Exit codes: 0 success; 1 refused input (each problem on its own line with its path), a stack
-or resource not found, a conflict, or a failed request; 2 usage error; 130 interrupted.
+or resource not found, a conflict, or a failed request (a create or update that failed and was
+rolled back, the default, counts as failed); 2 usage error; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from convergence import services
 from convergence.cli import output as out
 from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
 from convergence.cli.progress import Snapshot, View, make_view, run_to_end, settle, settled
-from convergence.cli.remote import Progress, RemoteClient
+from convergence.cli.remote import STACK_TYPE, Progress, RemoteClient
 from convergence.cli.state import CliState, pass_state
 from convergence.errors import ConvergenceError
 from convergence.store.views import EventView, RecordView, StackView
@@ -135,9 +136,45 @@ def _interruptible(state: CliState, stack: StackView) -> Iterator[None]:
         sys.exit(EXIT_INTERRUPTED)
 
 
+def _failure(stack: StackView, accepted: StackView, cancel: str | None,
+             events: Callable[[], Sequence[EventView]]) -> str | None:
+    """Why the request did not do what was asked, or None when it did.
+
+    A stack that ends ``*_FAILED`` failed, unless a cancel without rollback (``cancel`` is
+    "stop") put it there itself, in its own generation. A stack that ends ``ROLLBACK_*``
+    without a cancel asking for it had its create or update fail and undone: that request
+    failed too (as heatclient sees it), for the reason its failure event gives.
+    """
+    if not settled(stack):
+        return None
+    if stack.status == "FAILED":
+        if cancel == "stop" and stack.generation == accepted.generation:
+            return None
+        return stack.status_reason
+    if stack.action == "ROLLBACK" and cancel != "rollback":
+        # The stack's last failure is what started the rollback. (Remote mode: ``accepted``
+        # may be read after the rollback began, so its action and generation cannot tell.)
+        failures = [e for e in events() if e.resource_type == STACK_TYPE
+                    and e.status == "FAILED" and e.action != "ROLLBACK"]
+        if not failures:
+            return "the request failed and was rolled back"
+        return f"the {failures[-1].action} failed and was rolled back: {failures[-1].reason}"
+    return None
+
+
+def _exit_if_failed(stack: StackView, reason: str | None) -> None:
+    if reason is not None:
+        click.echo(f"Error: stack {stack.name} {stack.stack_status}: {reason}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
 def finish_request(state: CliState, stack: StackView, wait: bool, fmt: str, *,
-                   show: bool = True) -> None:
-    """After a request was accepted: run or wait for it when due, show the stack, exit."""
+                   show: bool = True, cancel: str | None = None) -> None:
+    """After a request was accepted: run or wait for it when due, show the stack, exit.
+
+    ``cancel``: the request was a cancel, with ("rollback") or without ("stop") rollback.
+    """
+    accepted = stack
     rt = state.runtime()
     if wait or state.embedded:
         with _interruptible(state, stack):
@@ -146,10 +183,8 @@ def finish_request(state: CliState, stack: StackView, wait: bool, fmt: str, *,
         out.emit_record(out.stack_fields(stack), cast(out.Format, fmt))
     elif wait or state.embedded:
         click.echo(f"Stack {stack.name} {stack.stack_status}")
-    if settled(stack) and stack.status == "FAILED":
-        click.echo(f"Error: stack {stack.name} {stack.stack_status}: {stack.status_reason}",
-                   err=True)
-        sys.exit(EXIT_FAILED)
+    _exit_if_failed(stack, _failure(stack, accepted, cancel, lambda: services.list_events(
+        rt, state.tenant, accepted.id)))
 
 
 def _snapshot(p: Progress) -> Snapshot:
@@ -163,9 +198,10 @@ def _snapshot(p: Progress) -> Snapshot:
 
 
 def finish_remote(client: RemoteClient, stack: StackView, after: int, wait: bool, fmt: str,
-                  *, show: bool = True) -> None:
+                  *, show: bool = True, cancel: str | None = None) -> None:
     """Remote mode: after a request was accepted, follow it on the stream when asked, show
     the stack, exit (1 when it failed)."""
+    accepted = stack
     if wait:
         view = _progress_view(wait, fmt) or View()
         try:
@@ -180,10 +216,8 @@ def finish_remote(client: RemoteClient, stack: StackView, after: int, wait: bool
         out.emit_record(out.stack_fields(stack), cast(out.Format, fmt))
     elif wait:
         click.echo(f"Stack {stack.name} {stack.stack_status}")
-    if settled(stack) and stack.status == "FAILED":
-        click.echo(f"Error: stack {stack.name} {stack.stack_status}: {stack.status_reason}",
-                   err=True)
-        sys.exit(EXIT_FAILED)
+    _exit_if_failed(stack, _failure(stack, accepted, cancel,
+                                    lambda: client.list_events(accepted)))
 
 
 def _stack(state: CliState, name: str) -> StackView:
@@ -212,15 +246,19 @@ def stack() -> None:
 @click.option("--timeout", "timeout_mins", type=click.IntRange(min=1), metavar="MIN",
               help="Fail the stack's requests that take longer than this many minutes.")
 @click.option("--enable-rollback", is_flag=True,
-              help="Record disable_rollback=false (the engine does not roll back yet).")
+              help="Roll back a failed create (the default; accepted as heatclient does).")
+@click.option("--disable-rollback", is_flag=True,
+              help="Do not roll back a failed create: leave what it made, CREATE_FAILED.")
 @_wait_option
 @out.format_option
 @pass_state
 @report_errors
 def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ...],
            params: tuple[str, ...], files_dir: Path | None, timeout_mins: int | None,
-           enable_rollback: bool, wait: bool, fmt: str) -> None:
-    """Create stack NAME from a template."""
+           enable_rollback: bool, disable_rollback: bool, wait: bool, fmt: str) -> None:
+    """Create stack NAME from a template; a failed create is rolled back unless told not to."""
+    if enable_rollback and disable_rollback:
+        raise click.UsageError("--enable-rollback and --disable-rollback contradict each other")
     parameters = parse_params(params)
     text, files, envs = read_input(template, env_files, files_dir)
     assert text is not None
@@ -228,12 +266,12 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
     if client is not None:
         stack = client.create_stack(
             name, text, files=files, environments=envs, parameters=parameters,
-            timeout_mins=timeout_mins, disable_rollback=not enable_rollback)
+            timeout_mins=timeout_mins, disable_rollback=disable_rollback)
         finish_remote(client, stack, 0, wait, fmt)
         return
     created = services.create_stack(
         state.runtime(), state.tenant, name, text, files=files, environments=envs,
-        parameters=parameters, timeout_mins=timeout_mins, disable_rollback=not enable_rollback)
+        parameters=parameters, timeout_mins=timeout_mins, disable_rollback=disable_rollback)
     finish_request(state, created, wait, fmt)
 
 
@@ -246,32 +284,69 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
 @_input_options
 @click.option("--timeout", "timeout_mins", type=click.IntRange(min=1), metavar="MIN",
               help="A new timeout for the stack's requests, in minutes.")
+@click.option("--enable-rollback/--disable-rollback", "enable_rollback", default=None,
+              help="Roll back this and later failed requests, or not (default: keep the "
+                   "stack's setting).")
 @_wait_option
 @out.format_option
 @pass_state
 @report_errors
 def update(state: CliState, name: str, template: Path | None, existing: bool,
            env_files: tuple[Path, ...], params: tuple[str, ...], files_dir: Path | None,
-           timeout_mins: int | None, wait: bool, fmt: str) -> None:
+           timeout_mins: int | None, enable_rollback: bool | None, wait: bool,
+           fmt: str) -> None:
     """Update stack NAME; it supersedes whatever the stack is doing."""
     if template is None and not existing:
         raise click.UsageError("a template is needed (-t FILE), or --existing")
     parameters = parse_params(params)
     text, files, envs = read_input(template, env_files, files_dir)
+    disable_rollback = None if enable_rollback is None else not enable_rollback
     client = state.remote()
     if client is not None:
         current = client.get_stack(name)
         after = client.last_event_id(current) if wait else 0
         stack = client.update_stack(
             current.id, text, files=files or None, environments=envs,
-            parameters=parameters or None, existing=existing, timeout_mins=timeout_mins)
+            parameters=parameters or None, existing=existing, timeout_mins=timeout_mins,
+            disable_rollback=disable_rollback)
         finish_remote(client, stack, after, wait, fmt)
         return
     updated = services.update_stack(
         state.runtime(), state.tenant, name, text, files=files or None,
         environments=envs, parameters=parameters or None, existing=existing,
-        timeout_mins=timeout_mins)
+        timeout_mins=timeout_mins, disable_rollback=disable_rollback)
     finish_request(state, updated, wait, fmt)
+
+
+@stack.command("cancel")
+@click.argument("name")
+@click.option("--no-rollback", is_flag=True,
+              help="Stop where it is (a create or an update): the stack ends CREATE_FAILED or "
+                   "UPDATE_FAILED at once, with what was done so far.")
+@_wait_option
+@out.format_option
+@pass_state
+@report_errors
+def cancel(state: CliState, name: str, no_rollback: bool, wait: bool, fmt: str) -> None:
+    """Cancel the create or update in progress on stack NAME, rolling it back to the last
+    template that converged (ROLLBACK_COMPLETE; a create: to nothing); with --no-rollback,
+    stop it where it is.
+
+    Exits 0 when cancelled (with --no-rollback the stack is then *_FAILED, as Heat leaves
+    it), 1 when there is nothing to cancel or the rollback failed.
+    """
+    kind = "stop" if no_rollback else "rollback"
+    client = state.remote()
+    if client is not None:
+        current = client.get_stack(name)
+        after = client.last_event_id(current) if wait else 0
+        stack = client.cancel_stack(current, rollback=not no_rollback)
+        finish_remote(client, stack, after, wait, fmt, cancel=kind)
+        return
+    # No settling first: the request in progress is the one to cancel, not to finish.
+    rt = state.runtime()
+    cancelled = services.cancel_stack(rt, state.tenant, name, rollback=not no_rollback)
+    finish_request(state, cancelled, wait, fmt, cancel=kind)
 
 
 @stack.command("delete")

@@ -66,10 +66,11 @@ def stop_traversal(tx: Tx, stack: StackView, reason: str) -> None:
     stack that is not.
     """
     generation = stack.generation + 1
+    # Records before the traversal row: the order in which steps lock them too.
+    tx.fail_pending_operations(stack.id, reason)
     traversal_id = tx.insert_traversal(stack.id, generation, stack.action, None, None)
     _supersede(tx, stack, generation, keep=traversal_id)
     tx.end_traversal(traversal_id, TRAVERSAL_FAILED, from_state=None)
-    tx.fail_pending_operations(stack.id, reason)
     tx.update_stack(stack.id, generation=generation, observed_generation=generation,
                     traversal_id=traversal_id, status="FAILED", status_reason=reason)
     tx.add_events(stack.id, traversal_id, generation, [

@@ -177,7 +177,10 @@ class Tx:
     def stack(self, stack_id: str, *, lock: bool = False) -> StackView | None:
         query = select(T_STACK).where(T_STACK.c.id == stack_id)
         if lock and self._postgres:
-            query = query.with_for_update()
+            # FOR NO KEY UPDATE: it queues writers of the row, but not the foreign-key checks
+            # of rows that refer to it (a FOR UPDATE here deadlocks with a step whose writes
+            # re-check its records' key to the stack while this waits for its traversal).
+            query = query.with_for_update(key_share=True)
         row = self.conn.execute(query).first()
         return _stack(row) if row is not None else None
 
@@ -231,7 +234,10 @@ class Tx:
     def traversal(self, traversal_id: str, *, lock: bool = False) -> TraversalView | None:
         query = select(T_TRAV).where(T_TRAV.c.id == traversal_id)
         if lock and self._postgres:
-            query = query.with_for_update()
+            # FOR NO KEY UPDATE: it queues writers of the row, but not the foreign-key checks
+            # of rows that refer to it (a FOR UPDATE here deadlocks with a step whose writes
+            # re-check its records' key to the stack while this waits for its traversal).
+            query = query.with_for_update(key_share=True)
         row = self.conn.execute(query).first()
         return _traversal(row) if row is not None else None
 

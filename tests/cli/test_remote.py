@@ -160,9 +160,14 @@ def test_follow_prints_the_events_of_the_running_request(remote: str, tmp_path: 
 
 def test_a_failed_request_exits_1(remote: str, tmp_path: Path) -> None:
     tpl = str(write(tmp_path, "bad.yaml", FAILING))
-    result = run(remote, "stack", "create", "broken", "-t", tpl, "--wait")
+    result = run(remote, "stack", "create", "broken", "-t", tpl, "--wait", "--disable-rollback")
     assert result.exit_code == 1
     assert "Error: stack broken CREATE_FAILED" in result.output
+    # Rolled back (the default): the create failed all the same.
+    result = run(remote, "stack", "create", "undone", "-t", tpl, "--wait")
+    assert result.exit_code == 1
+    assert "Error: stack undone ROLLBACK_COMPLETE: the CREATE failed and was rolled back: " \
+        "Resource CREATE failed: bad: Test Resource failed" in result.output
 
 
 def test_api_errors_print_one_line_each(remote: str, tmp_path: Path) -> None:
@@ -216,3 +221,64 @@ def test_unreachable_api_is_one_error_line(tmp_path: Path,
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("Error: http://127.0.0.1:")
+
+
+# TEMPLATE with one more resource, whose create takes ten minutes: an update to it stays in
+# progress (no race with the cancel), and rolling it back deletes that resource at once.
+SLOW_ADDITION = TEMPLATE.replace("""\
+    outputs:""", """\
+      slow:
+        type: OS::Heat::TestResource
+        depends_on: [first]
+        properties: {action_wait_secs: {create: 600}}
+    outputs:""")
+
+
+def test_cancel_over_the_api(remote: str, tmp_path: Path) -> None:
+    tpl = str(write(tmp_path, "t.yaml", TEMPLATE))
+    slow = str(write(tmp_path, "slow.yaml", SLOW_ADDITION))
+    assert run(remote, "stack", "create", "web", "-t", tpl, "--wait").exit_code == 0
+    assert as_json(run(remote, "stack", "show", "web", "-f", "json"))["disable_rollback"] \
+        is False
+
+    updating = run(remote, "stack", "update", "web", "-t", slow, "-P", "value=two", "-f", "json")
+    assert updating.exit_code == 0, updating.output
+    assert as_json(updating)["stack_status"] == "UPDATE_IN_PROGRESS"
+    cancelled = run(remote, "stack", "cancel", "web", "--wait", "-f", "json")
+    assert cancelled.exit_code == 0, cancelled.output
+    stack = as_json(cancelled)
+    assert stack["stack_status"] == "ROLLBACK_COMPLETE", stack["stack_status_reason"]
+    assert stack["generation"] == 3
+    out = as_json(run(remote, "output", "show", "web", "copied", "-f", "json"))
+    assert out["output_value"] == "one"
+    resources = as_json(run(remote, "stack", "resources", "web", "-f", "json"))
+    assert sorted(r["resource_name"] for r in resources) == ["first", "second"]
+
+    nothing = run(remote, "stack", "cancel", "web")
+    assert nothing.exit_code == 1
+    assert nothing.output.strip() == ("Error: The Stack (web) is ROLLBACK_COMPLETE: only a "
+                                      "create or an update in progress can be cancelled.")
+
+    assert run(remote, "stack", "update", "web", "-t", slow).exit_code == 0
+    stopped = run(remote, "stack", "cancel", "web", "--no-rollback", "--wait", "-f", "json")
+    assert stopped.exit_code == 0, stopped.output
+    stack = as_json(stopped)
+    assert (stack["stack_status"], stack["stack_status_reason"]) == \
+        ("UPDATE_FAILED", "Stack UPDATE cancelled")
+    shown = as_json(run(remote, "stack", "show", "web", "-f", "json"))
+    assert (shown["stack_status"], shown["generation"]) == ("UPDATE_FAILED", 5)
+
+
+def test_update_sends_the_rollback_setting(remote: str, tmp_path: Path) -> None:
+    tpl = str(write(tmp_path, "t.yaml", TEMPLATE))
+    assert run(remote, "stack", "create", "web", "-t", tpl, "--disable-rollback",
+               "--wait").exit_code == 0
+    assert as_json(run(remote, "stack", "show", "web", "-f", "json"))["disable_rollback"] \
+        is True
+    assert run(remote, "stack", "update", "web", "--existing", "--wait").exit_code == 0
+    assert as_json(run(remote, "stack", "show", "web", "-f", "json"))["disable_rollback"] \
+        is True  # kept
+    assert run(remote, "stack", "update", "web", "--existing", "--enable-rollback",
+               "--wait").exit_code == 0
+    assert as_json(run(remote, "stack", "show", "web", "-f", "json"))["disable_rollback"] \
+        is False

@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 
 from convergence import services
 from convergence.cli import cli, progress, stack_cmd
+from convergence.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 
@@ -199,12 +200,118 @@ def test_update_needs_a_template_or_existing(db_url: str) -> None:
     assert "a template is needed" in result.output
 
 
+# rollback settings and cancel ----------------------------------------------------------------
+
+def test_rollback_is_the_default_and_updates_keep_or_change_it(db_url: str,
+                                                               tmp_path: Path) -> None:
+    t = write(tmp_path, "small.yaml", SMALL)
+    assert run("stack", "create", "small", "-t", str(t)).exit_code == 0
+    assert as_json(run("stack", "show", "small", "-f", "json"))["disable_rollback"] is False
+    assert run("stack", "create", "kept", "-t", str(t), "--disable-rollback").exit_code == 0
+    assert as_json(run("stack", "show", "kept", "-f", "json"))["disable_rollback"] is True
+    both = run("stack", "create", "x", "-t", str(t), "--enable-rollback", "--disable-rollback")
+    assert both.exit_code == 2 and "contradict" in both.output
+
+    assert run("stack", "update", "small", "--existing", "--disable-rollback").exit_code == 0
+    assert as_json(run("stack", "show", "small", "-f", "json"))["disable_rollback"] is True
+    assert run("stack", "update", "small", "--existing").exit_code == 0  # neither: kept
+    assert as_json(run("stack", "show", "small", "-f", "json"))["disable_rollback"] is True
+    assert run("stack", "update", "small", "--existing", "--enable-rollback").exit_code == 0
+    assert as_json(run("stack", "show", "small", "-f", "json"))["disable_rollback"] is False
+
+
+SLOW_UPDATE = SMALL.replace("properties: {value: one}",
+                            "properties: {value: two, action_wait_secs: {update: 600}}")
+
+
+@pytest.fixture
+def clock(db_url: str, monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """One manual clock for the test's runtime and the command's: waits jump ahead."""
+    import convergence.runtime as runtime_module
+
+    shared = ManualClock()
+    real = runtime_module.open_runtime
+    monkeypatch.setattr(runtime_module, "open_runtime",
+                        lambda settings, **kw: real(settings, clock=shared, **kw))
+    return shared
+
+
+def update_left_in_progress(db_url: str, tmp_path: Path, clock: ManualClock) -> None:
+    """Stack "small" created, then an update under way on ``first`` (value one -> two, ten
+    minutes) when the process running it stopped."""
+    rt = open_runtime(Settings(database_url=db_url, inline_seconds=0.0), clock=clock)
+    try:
+        created = services.create_stack(rt, "default", "small", textwrap.dedent(SMALL))
+        services.wait_for_stack(rt, "default", created.id)
+        services.update_stack(rt, "default", "small", textwrap.dedent(SLOW_UPDATE))
+        assert rt.inprocess is not None
+
+        def first_updating() -> bool:
+            rows = services.list_resources(rt, "default", "small")
+            return any((r.name, r.action, r.status) == ("first", "UPDATE", "IN_PROGRESS")
+                       for r in rows)
+
+        assert rt.inprocess.run(until=first_updating)
+    finally:
+        rt.store.engine.dispose()
+
+
+def test_cancel_rolls_the_update_back(db_url: str, tmp_path: Path, clock: ManualClock) -> None:
+    update_left_in_progress(db_url, tmp_path, clock)
+    result = run("stack", "cancel", "small", "--wait", "-f", "json")
+    assert result.exit_code == 0, result.output
+    stack = json.loads(result.stdout)  # progress went to stderr
+    assert stack["stack_status"] == "ROLLBACK_COMPLETE"
+    assert stack["generation"] == stack["observed_generation"] == 3
+    value = as_json(run("output", "show", "small", "copied", "-f", "json"))
+    assert value["output_value"] == "one"
+    rows = by_name(as_json(run("stack", "resources", "small", "-f", "json")))
+    assert {r["resource_status"].split("_", 1)[1] for r in rows.values()} == {"COMPLETE"}
+    again = run("stack", "cancel", "small")
+    assert again.exit_code == 1
+    assert again.output.strip() == ("Error: The Stack (small) is ROLLBACK_COMPLETE: only a "
+                                    "create or an update in progress can be cancelled.")
+
+
+def test_cancel_without_rollback_leaves_the_update_failed(db_url: str, tmp_path: Path,
+                                                          clock: ManualClock) -> None:
+    update_left_in_progress(db_url, tmp_path, clock)
+    result = run("stack", "cancel", "small", "--no-rollback", "--wait", "-f", "json")
+    assert result.exit_code == 0, result.output  # the FAILED is what was asked for
+    stack = json.loads(result.stdout)
+    assert (stack["stack_status"], stack["stack_status_reason"]) == \
+        ("UPDATE_FAILED", "Stack UPDATE cancelled")
+    shown = as_json(run("stack", "show", "small", "-f", "json"))
+    assert (shown["stack_status"], shown["generation"]) == ("UPDATE_FAILED", 3)
+    rows = by_name(as_json(run("stack", "resources", "small", "-f", "json")))
+    assert not any(r["resource_status"].endswith("IN_PROGRESS") for r in rows.values())
+
+
+def test_cancel_refuses_what_it_cannot_cancel_and_stops_a_create(db_url: str,
+                                                                 tmp_path: Path) -> None:
+    t = write(tmp_path, "small.yaml", SMALL)
+    assert run("stack", "create", "small", "-t", str(t)).exit_code == 0
+    result = run("stack", "cancel", "small", "--no-rollback")
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: The Stack (small) is CREATE_COMPLETE: only a "
+                                     "create or an update in progress can be cancelled.")
+    assert run("stack", "cancel", "nope").output.strip() == \
+        "Error: The Stack (nope) could not be found."
+    # A create left in progress, stopped where it is.
+    rt = runtime(db_url)
+    services.create_stack(rt, "default", "other", t.read_text())
+    rt.store.engine.dispose()
+    stopped = run("stack", "cancel", "other", "--no-rollback", "-f", "json")
+    assert stopped.exit_code == 0, stopped.output
+    assert as_json(stopped)["stack_status"] == "CREATE_FAILED"
+
+
 # failures and errors --------------------------------------------------------------------------
 
 def test_a_failing_resource_fails_the_stack_with_its_reason(db_url: str,
                                                             tmp_path: Path) -> None:
     t = write(tmp_path, "failing.yaml", FAILING)
-    result = run("stack", "create", "f", "-t", str(t), "--wait")
+    result = run("stack", "create", "f", "-t", str(t), "--wait", "--disable-rollback")
     assert result.exit_code == 1
     assert "CREATE_FAILED" in result.output
     assert "Resource CREATE failed: bad: Test Resource failed" in result.output
@@ -212,6 +319,16 @@ def test_a_failing_resource_fails_the_stack_with_its_reason(db_url: str,
     assert resources["bad"]["resource_status"] == "CREATE_FAILED"
     assert resources["bad"]["resource_status_reason"] == "Test Resource failed"
     assert resources["good"]["resource_status"] == "CREATE_COMPLETE"
+
+
+def test_a_failed_create_rolled_back_exits_1_with_the_cause(db_url: str,
+                                                            tmp_path: Path) -> None:
+    t = write(tmp_path, "failing.yaml", FAILING)
+    result = run("stack", "create", "f", "-t", str(t), "--wait")
+    assert result.exit_code == 1
+    assert "Error: stack f ROLLBACK_COMPLETE: the CREATE failed and was rolled back: " \
+        "Resource CREATE failed: bad: Test Resource failed" in result.stderr
+    assert as_json(run("stack", "resources", "f", "-f", "json")) == []  # all undone
 
 
 def test_invalid_templates_get_every_problem_with_its_path(db_url: str, tmp_path: Path) -> None:
