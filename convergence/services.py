@@ -16,7 +16,7 @@ from convergence.engine.traversals import begin_rollback, begin_traversal, stop_
 from convergence.engine.work import PLAN, Work
 from convergence.errors import Conflict, NotFound, PreconditionFailed
 from convergence.plugins.registry import PluginRegistry
-from convergence.store.repository import Tx
+from convergence.store.repository import Tx, template_id
 from convergence.store.views import (
     EventView,
     NewEvent,
@@ -159,8 +159,9 @@ def _content(template: str, files: Mapping[str, str] | None, environments: Seque
 
 
 def _accept(rt: Runtime, content: TemplateContent) -> None:
-    """Refuse invalid input before anything is stored (raises TemplateError)."""
-    build_definition(content, rt.registry)
+    """Refuse invalid input before anything is stored (raises TemplateError); the engine of
+    this process (embedded: the one that plans it) keeps what was built."""
+    rt.engine.definitions.put(template_id(content), build_definition(content, rt.registry))
 
 
 def _stack_or_404(tx: Tx, tenant: str, name_or_id: str) -> StackView:

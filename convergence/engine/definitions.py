@@ -53,8 +53,12 @@ class DefinitionCache:
                 self._items.move_to_end(template_id)
                 return found
         definition = build_definition((load or self._load)(template_id), self._catalog)
+        self.put(template_id, definition)
+        return definition
+
+    def put(self, template_id: str, definition: StackDefinition) -> None:
         with self._lock:
             self._items[template_id] = definition
+            self._items.move_to_end(template_id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
-        return definition

@@ -37,6 +37,7 @@ from convergence.store.views import (
     TRAVERSAL_FAILED,
     NewEvent,
     NodeView,
+    RecordOutline,
     RecordView,
     StackView,
     TemplateContent,
@@ -78,9 +79,9 @@ class _Batch:
     gone: list[NodeView] = field(default_factory=list)  # nothing left to do: done
 
 
-def _info(r: RecordView) -> RecordInfo:
-    intact = r.status == "COMPLETE" and r.action not in ("INIT", "DELETE") and \
-        r.operation is None
+def _info(r: RecordOutline) -> RecordInfo:
+    # COMPLETE: no operation under way either (a pending one is IN_PROGRESS).
+    intact = r.status == "COMPLETE" and r.action not in ("INIT", "DELETE")
     return RecordInfo(r.id, r.name, r.requires, r.replaced_by, r.template_id, intact)
 
 
@@ -191,8 +192,7 @@ class Engine:
                 tx.start_running(trav.id, 0)
                 tx.count_done(trav.id, 0, 0, f"the template is no longer valid: {exc}")
                 return [Work(FINISH, trav.id)]
-            records = tx.records(stack.id)
-            infos = [_info(r) for r in records]
+            infos = [_info(r) for r in tx.record_outlines(stack.id)]
             wanted = dict(definition.dependencies) if definition else {}
             chosen = choose_records(infos, trav.template_id)
             heads = {i.name: i.id for i in infos if i.replaced_by is None}

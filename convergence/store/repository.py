@@ -13,6 +13,7 @@ claimed the record, and are refused (not applied) when a later claim bumped the 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
 import uuid
@@ -50,6 +51,7 @@ from convergence.store.views import (
     NewEvent,
     NodeView,
     RecordChange,
+    RecordOutline,
     RecordView,
     StackView,
     TemplateContent,
@@ -66,6 +68,12 @@ T_NODE = cast(Table, m.NodeRow.__table__)
 T_EVENT = cast(Table, m.EventRow.__table__)
 
 _CHUNK = 500  # IN-lists are split so no statement grows without bound
+
+
+def _copy_text(value: str) -> str:
+    """A value in COPY's text format."""
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n") \
+        .replace("\r", "\\r")
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -281,6 +289,15 @@ class Tx:
                                  .order_by(T_RES.c.id))
         return [_record(r) for r in rows]
 
+    def record_outlines(self, stack_id: str) -> list[RecordOutline]:
+        """What planning needs of every record of a stack, without the heavy columns."""
+        rows = self.conn.execute(select(
+            T_RES.c.id, T_RES.c.name, T_RES.c.requires, T_RES.c.replaced_by,
+            T_RES.c.template_id, T_RES.c.action, T_RES.c.status,
+        ).where(T_RES.c.stack_id == stack_id).order_by(T_RES.c.id))
+        return [RecordOutline(r.id, r.name, tuple(r.requires or ()), r.replaced_by,
+                              r.template_id, r.action, r.status) for r in rows]
+
     def records_by_id(self, ids: Iterable[int]) -> dict[int, RecordView]:
         out: dict[int, RecordView] = {}
         for chunk in _chunks(sorted(set(ids))):
@@ -448,12 +465,38 @@ class Tx:
 
     # nodes --------------------------------------------------------------------------------
     def insert_nodes(self, traversal_id: str, nodes: Sequence[Any]) -> None:
+        if self._postgres:
+            self._copy_nodes(traversal_id, nodes)
+            return
         rows = [{"traversal_id": traversal_id, "seq": n.seq, "record_id": n.record_id,
                  "name": n.name, "phase": n.phase, "pending": n.pending,
                  "state": READY if n.pending == 0 else WAITING,
                  "successors": list(n.successors), "updated_at": self.now} for n in nodes]
         for chunk in _chunks(rows, 1000):
             self.conn.execute(insert(T_NODE), chunk)
+
+    def _copy_nodes(self, traversal_id: str, nodes: Sequence[Any]) -> None:
+        """PostgreSQL's COPY: a plan's rows in one round trip (several times faster than
+        multi-row INSERTs for a 10,000-resource plan)."""
+        columns = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "state",
+                   "successors", "updated_at")
+        lines = []
+        for n in nodes:
+            record = "\\N" if n.record_id is None else str(n.record_id)
+            state = READY if n.pending == 0 else WAITING
+            lines.append("\t".join((
+                traversal_id, str(n.seq), record, _copy_text(n.name), n.phase, str(n.pending),
+                state, json.dumps(list(n.successors), separators=(",", ":")),
+                repr(self.now))))
+        data = io.StringIO("\n".join(lines) + "\n")
+        raw = self.conn.connection.dbapi_connection
+        assert raw is not None
+        cur = raw.cursor()
+        try:
+            cur.copy_expert(
+                f"COPY nodes ({', '.join(columns)}) FROM STDIN", data)
+        finally:
+            cur.close()
 
     def nodes(self, traversal_id: str, seqs: Iterable[int]) -> list[NodeView]:
         out: list[NodeView] = []

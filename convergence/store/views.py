@@ -92,6 +92,19 @@ class RecordView:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordOutline:
+    """A record as planning sees it (no properties, attributes or operation state)."""
+
+    id: int
+    name: str
+    requires: tuple[int, ...]
+    replaced_by: int | None
+    template_id: str | None
+    action: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     traversal_id: str
     seq: int
