@@ -129,13 +129,14 @@ class CeleryDispatcher:
 def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], first: Work,
           attempt: int = 0, budget: float = INLINE_BUDGET_SECONDS,
           monotonic: Callable[[], float] = time.monotonic) -> None:
-    """Run ``first``, then follow-up work due now inline while ``budget`` lasts.
+    """Run ``first``, then follow-up work due now inline while ``budget`` (from the end of
+    ``first``) lasts.
 
     Only one follow-up item continues here; the others are sent at once, so that a wave of
     ready nodes spreads over the workers. An item that raises is handed to ``retry`` with its
     attempt number; what it would have released stays in the database, for its retry.
     """
-    deadline = monotonic() + budget
+    deadline: float | None = None
     work: Work | None = first
     while work is not None:
         try:
@@ -146,6 +147,10 @@ def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], 
             return
         attempt = 0
         work = None
+        if deadline is None:
+            # The budget counts from the end of the first item: a long plan still goes on
+            # with its first batch here, rather than queueing it behind other work.
+            deadline = monotonic() + budget
         if monotonic() < deadline:
             now = [w for w in follow if w.countdown <= 0]
             if now:

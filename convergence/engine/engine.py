@@ -49,6 +49,8 @@ from convergence.template import StackDefinition, StackIdentity, TemplateError, 
 
 log = logging.getLogger(__name__)
 
+FIRST_BATCH = 8
+
 
 @dataclass(slots=True)
 class EngineStats:
@@ -206,10 +208,14 @@ class Engine:
             plan = build_plan(wanted, current, infos)
             tx.insert_nodes(trav.id, plan.nodes)
             tx.start_running(trav.id, len(plan.nodes))
-            ready = plan.ready
+            ready = sorted(plan.ready)
         if not plan.nodes:
             return [Work(FINISH, traversal_id)]
-        return list(batches(traversal_id, ready, self.batch_size))
+        # A small first batch (run inline by the planner's worker) gets the first results out
+        # at once; the rest go in full batches to whoever is free.
+        first = ready[:FIRST_BATCH]
+        return [*batches(traversal_id, first, self.batch_size),
+                *batches(traversal_id, ready[FIRST_BATCH:], self.batch_size)]
 
     # running nodes --------------------------------------------------------------------------
     def run_nodes(self, traversal_id: str, seqs: Sequence[int],

@@ -91,6 +91,15 @@ def test_when_the_budget_is_spent_everything_goes_to_the_broker() -> None:
     assert r.ran == [PLAN_T] and r.sent == WAVE
 
 
+def test_a_long_first_item_still_goes_on_with_one_follow_up() -> None:
+    # The budget counts from the end of the first item (a plan of 10,000 resources takes
+    # longer than the budget, and its first batch should not queue behind other work).
+    late = iter([1000.0] * 10)
+    r = Recorder({PLAN_T: WAVE})
+    drive(r.execute, r.send, r.retry, PLAN_T, budget=0.5, monotonic=lambda: next(late))
+    assert r.ran == [PLAN_T, WAVE[0]] and r.sent == WAVE[1:]
+
+
 def test_a_failure_inline_retries_that_work_and_keeps_what_was_sent() -> None:
     r = Recorder({PLAN_T: WAVE}, fail={WAVE[0]})
     drive(r.execute, r.send, r.retry, PLAN_T, attempt=2)
