@@ -135,7 +135,8 @@ class TraversalRow(Base):
 class NodeRow(Base):
     __tablename__ = "nodes"
 
-    traversal_id: Mapped[str] = mapped_column(ForeignKey("traversals.id"), primary_key=True)
+    # No foreign key: only the planner writes node rows, holding their traversal's row.
+    traversal_id: Mapped[str] = mapped_column(String(36), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     record_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
     name: Mapped[str] = mapped_column(String(255))
