@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import psycopg2
 import redis
 
@@ -94,3 +96,36 @@ def _wait_ready(broker: str, count: int) -> None:
         if len(replies) >= count:
             return
     raise RuntimeError("workers did not start")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_api(folder: str, url: str, broker: str | None,
+              extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``convergence api`` process on a free loopback port (embedded when ``broker`` is
+    None: it runs the steps itself); returns it and its base URL once it answers."""
+    port = free_port()
+    env = {**os.environ, "CONVERGENCE_DATABASE_URL": url,
+           "CONVERGENCE_DATA_DIR": f"{folder}/data", **(extra_env or {})}
+    env.pop("CONVERGENCE_BROKER_URL", None)
+    if broker:
+        env["CONVERGENCE_BROKER_URL"] = broker
+    log = Path(folder, "api.log").open("wb")  # noqa: SIM115 - lives with the server
+    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the API did not start:\n" + Path(folder, "api.log").read_text())
+        time.sleep(0.1)

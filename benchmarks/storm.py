@@ -26,52 +26,17 @@ entities created against the most the requests required, and what is wrong with 
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-
-import httpx
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # distributed.py, a sibling script
 sys.path.insert(0, str(HERE.parent))  # the storm driver, shared with the tests
+from distributed import start_api  # noqa: E402
+
 from tests import storm  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_api(folder: str, url: str, broker: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "CONVERGENCE_DATABASE_URL": url,
-           "CONVERGENCE_DATA_DIR": f"{folder}/data"}
-    env.pop("CONVERGENCE_BROKER_URL", None)
-    if broker:
-        env["CONVERGENCE_BROKER_URL"] = broker
-    log = pathlib.Path(folder, "api.log").open("wb")  # noqa: SIM115 - lives with the server
-    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the API did not start:\n" +
-                               pathlib.Path(folder, "api.log").read_text())
-        time.sleep(0.1)
 
 
 def main() -> None:

@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +39,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from engine_scale import template  # a sibling script, not a package
+from distributed import start_api  # sibling scripts, not a package
+from engine_scale import template
 
 TENANT = "bench"
 POLL = 0.005
@@ -58,12 +56,6 @@ class Figures:
     queued: float  # traversal row written -> the plan transaction's start
     superseded_done: float  # fraction of the superseded traversal done when the update came
     nodes: int  # the new traversal's node count
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def changed_template(n: int, shape: str, k: int, changed: int) -> str:
@@ -147,34 +139,6 @@ def measure(watch: Watch, stack_id: str, generation: int, answered: float,
     return first, running, seen, trav_id
 
 
-def start_api(folder: str, url: str, broker: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "CONVERGENCE_DATABASE_URL": url,
-           "CONVERGENCE_DATA_DIR": f"{folder}/data",
-           # A 10,000-resource template is about 1 MiB of JSON.
-           "CONVERGENCE_MAX_TEMPLATE_BYTES": str(16 << 20),
-           "CONVERGENCE_MAX_REQUEST_BYTES": str(32 << 20)}
-    env.pop("CONVERGENCE_BROKER_URL", None)
-    if broker:
-        env["CONVERGENCE_BROKER_URL"] = broker
-    log = pathlib.Path(folder, "api.log").open("wb")  # noqa: SIM115 - lives with the server
-    proc = subprocess.Popen([sys.executable, "-m", "convergence", "api", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the API did not start:\n" +
-                               pathlib.Path(folder, "api.log").read_text())
-        time.sleep(0.1)
-
-
 def run(base: str, url: str,
         args: argparse.Namespace) -> tuple[list[Figures], str, float, list[str]]:
     client = httpx.Client(base_url=base, timeout=600)
@@ -247,7 +211,10 @@ def main() -> None:
             url, broker, workers = start_cluster(folder, args.workers)
         api = None
         try:
-            api, base = start_api(folder, url, broker)
+            api, base = start_api(folder, url, broker, {
+                # A 10,000-resource template is about 1 MiB of JSON.
+                "CONVERGENCE_MAX_TEMPLATE_BYTES": str(16 << 20),
+                "CONVERGENCE_MAX_REQUEST_BYTES": str(32 << 20)})
             results, status, tail, deadlocks = run(base, url, args)
         finally:
             if api is not None:
