@@ -43,6 +43,17 @@ def template(resources: dict[str, dict[str, Any]], outputs: dict[str, Any] | Non
     return json.dumps(doc)
 
 
+# Template T of the engine's scenarios: A, B; C (value 4alpha) depends on A and B; D refers
+# to C; E takes C's output.
+T = {
+    "A": res("a"),
+    "B": res("b"),
+    "C": res("4alpha", depends_on=["A", "B"]),
+    "D": res({"get_resource": "C"}),
+    "E": res({"get_attr": ["C", "output"]}),
+}
+
+
 class Waiter(Protocol):
     def __call__(self, stack_id: str) -> StackView: ...
 

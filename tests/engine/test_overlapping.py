@@ -15,17 +15,9 @@ from convergence import services as sv
 from convergence.errors import Conflict, PreconditionFailed
 from convergence.runtime import Runtime
 
-from .harness import TENANT, Story, res, template
+from .harness import TENANT, Story, T, res, template
 
 HOLD = 4  # seconds an action is held open so that the next request lands during it
-
-T = {
-    "A": res("a"),
-    "B": res("b"),
-    "C": res("4alpha", depends_on=["A", "B"]),
-    "D": res({"get_resource": "C"}),
-    "E": res({"get_attr": ["C", "output"]}),
-}
 
 
 def run_until(rt: Runtime, condition: object) -> None:

@@ -7,15 +7,7 @@ from __future__ import annotations
 
 from convergence.runtime import Runtime
 
-from .harness import Story, res, template
-
-T = {
-    "A": res("a"),
-    "B": res("b"),
-    "C": res("4alpha", depends_on=["A", "B"]),
-    "D": res({"get_resource": "C"}),
-    "E": res({"get_attr": ["C", "output"]}),
-}
+from .harness import Story, T, res, template
 
 
 def test_create_makes_each_resource_once_with_resolved_values(story: Story) -> None:
