@@ -254,8 +254,10 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         parameters = given
     content = _content(template, files, environments or (), parameters)
     _accept(rt, content)
-    with rt.store.begin() as tx:
-        stack = _locked_stack(tx, tenant, stack.id)
+    stack_id = stack.id
+
+    def accept(tx: Tx) -> tuple[StackView, str]:
+        stack = _locked_stack(tx, tenant, stack_id)
         _refuse_while_deleting(stack, "updated")
         _expect(stack, expected_generation)
         changes: dict[str, Any] = {}
@@ -266,9 +268,10 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         if changes:
             tx.update_stack(stack.id, **changes)
             stack = _stack_or_404(tx, tenant, stack.id)
-        tid = tx.put_template(content)
-        traversal_id = begin_traversal(tx, stack, "UPDATE", tid)
-        stack = _stack_or_404(tx, tenant, stack.id)
+        traversal_id = begin_traversal(tx, stack, "UPDATE", tx.put_template(content))
+        return _stack_or_404(tx, tenant, stack.id), traversal_id
+
+    stack, traversal_id = rt.store.transact(accept)
     rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     return stack
 
@@ -276,15 +279,19 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
 def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
                  expected_generation: int | None = None) -> StackView:
     """Delete wins over everything before it."""
-    with rt.store.begin() as tx:
+
+    def accept(tx: Tx) -> tuple[StackView, str | None]:
         stack = _stack_or_404(tx, tenant, name_or_id)
         if stack.deleted_at is not None:
-            return stack
+            return stack, None
         stack = _locked_stack(tx, tenant, stack.id)
         _expect(stack, expected_generation)
         traversal_id = begin_traversal(tx, stack, "DELETE", None)
-        stack = _stack_or_404(tx, tenant, stack.id)
-    rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+        return _stack_or_404(tx, tenant, stack.id), traversal_id
+
+    stack, traversal_id = rt.store.transact(accept)
+    if traversal_id is not None:
+        rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     return stack
 
 
@@ -301,19 +308,21 @@ def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = 
     is and the stack is ``CREATE_FAILED`` or ``UPDATE_FAILED`` at once. Conflict unless a
     create or update is in progress.
     """
-    with rt.store.begin() as tx:
+    def accept(tx: Tx) -> tuple[StackView, str | None]:
         stack = _locked_stack(tx, tenant, name_or_id)
         _expect(stack, expected_generation)
         if stack.status != "IN_PROGRESS" or stack.action not in CANCELLABLE:
             raise Conflict(f"The Stack ({stack.name}) is {stack.stack_status}: only a create "
                            "or an update in progress can be cancelled.")
+        traversal_id: str | None = None
         if rollback:
-            traversal_id: str | None = begin_rollback(
+            traversal_id = begin_rollback(
                 tx, stack, f"Stack {stack.action} cancelled: rolling back")
         else:
             stop_traversal(tx, stack, f"Stack {stack.action} cancelled")
-            traversal_id = None
-        stack = _stack_or_404(tx, tenant, stack.id)
+        return _stack_or_404(tx, tenant, stack.id), traversal_id
+
+    stack, traversal_id = rt.store.transact(accept)
     if traversal_id is not None:
         rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     return stack

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     Connection,
@@ -35,6 +35,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 
 from convergence.store import models as m
 from convergence.store.views import (
@@ -62,6 +63,8 @@ from convergence.store.worker_views import WorkerInfo, WorkerView
 
 T_STACK = cast(Table, m.StackRow.__table__)
 T_TEMPLATE = cast(Table, m.TemplateRow.__table__)
+R = TypeVar("R")
+
 T_RES = cast(Table, m.ResourceRow.__table__)
 T_TRAV = cast(Table, m.TraversalRow.__table__)
 T_NODE = cast(Table, m.NodeRow.__table__)
@@ -822,6 +825,24 @@ class Store:
     def read(self) -> Any:
         """A transaction for reading only (same as begin; named for the reader)."""
         return self.begin()
+
+    def transact(self, work: Callable[[Tx], R], attempts: int = 3) -> R:
+        """Run ``work`` in a transaction, again (from the start, in a new one) when the
+        database chose it as a deadlock's victim or refused to serialize it: what a request
+        does must not fail for a lock order it did not pick."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.begin() as tx:
+                    return work(tx)
+            except DBAPIError as exc:
+                if attempt == attempts or not _transient(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+
+def _transient(exc: DBAPIError) -> bool:
+    """A deadlock victim or a serialization failure (PostgreSQL's 40P01 and 40001)."""
+    return getattr(exc.orig, "pgcode", None) in ("40P01", "40001")
 
 
 __all__ = ["COMPLETE", "DONE", "FAILED", "SKIPPED", "Store", "Tx", "template_id"]
