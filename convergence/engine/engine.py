@@ -199,8 +199,9 @@ class Engine:
             chosen = choose_records(infos, trav.template_id)
             heads = {i.name: i.id for i in infos if i.replaced_by is None}
             # An earlier version the target wants as it is becomes current again (rollback).
-            tx.restore_records([(info.id, heads[info.name]) for info in chosen.values()
-                                if info.replaced_by is not None and info.name in heads])
+            # (Its replacement may be gone already, deleted by a traversal since.)
+            tx.restore_records([(info.id, heads.get(info.name)) for info in chosen.values()
+                                if info.replaced_by is not None])
             current = {name: r.id for name, r in chosen.items() if name in wanted}
             missing = [(name, definition.resource_types[name]) for name in wanted
                        if name not in current] if definition else []

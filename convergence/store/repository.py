@@ -441,14 +441,16 @@ class Tx:
         ).values(status="FAILED", status_reason=reason, operation=None, updated_at=self.now))
         return int(result.rowcount)
 
-    def restore_records(self, pairs: Sequence[tuple[int, int]]) -> None:
+    def restore_records(self, pairs: Sequence[tuple[int, int | None]]) -> None:
         """Make an earlier version current again: for each (restored, superseded) pair the
-        restored record is nobody's replaced version any more and the superseded one is."""
+        restored record is nobody's replaced version any more and the superseded one (if
+        there still is one) is."""
         for restored, superseded in pairs:
             self.conn.execute(update(T_RES).where(T_RES.c.id == restored)
                               .values(replaced_by=None, updated_at=self.now))
-            self.conn.execute(update(T_RES).where(T_RES.c.id == superseded)
-                              .values(replaced_by=restored, updated_at=self.now))
+            if superseded is not None:
+                self.conn.execute(update(T_RES).where(T_RES.c.id == superseded)
+                                  .values(replaced_by=restored, updated_at=self.now))
 
     def current_nodes_of(self, traversal_id: str, record_ids: Iterable[int]) -> list[int]:
         """The ready nodes of a traversal that work on these records (handover)."""
