@@ -501,6 +501,12 @@ class Engine:
                 values["deleted_at"] = tx.now
         if tx.finish_stack(stack.id, trav.id, **values):
             tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
+            if not ok:
+                # An operation started by an earlier traversal, whose node here was skipped
+                # after the failure, has nobody left to watch it: say so rather than show it
+                # in progress (the next traversal finds what it made by the record's key).
+                tx.fail_pending_operations(
+                    stack.id, f"abandoned: Stack {trav.action} failed")
             tx.add_events(stack.id, trav.id, trav.generation, [
                 stack_event(stack, trav.action, status, str(values["status_reason"]))])
 

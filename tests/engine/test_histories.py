@@ -391,6 +391,11 @@ FOUND = {
     "rollback-fails-on-r2": ("duplicated", (
         Op("create", (_A, _A, Spec(value=("ref", 1), waits=(0, 0, 1)), _A), False, SETTLE),
         Op("update", _T1, None, 7), Op("update", (), None, 4), Op("rollback"))),
+    # A failed update (rollback off) skipped r1, whose create (of the superseded create) was
+    # still pending: r1 was left CREATE_IN_PROGRESS with nobody to poll it.
+    "failed-update-strands-a-pending-create": ("duplicated", (
+        Op("create", (Spec(value="a"), Spec(value="a", waits=(1, 0, 0))), True, 3),
+        Op("patch", (Spec(value="a", fail=True), Spec(deps=(0,), value="a")), None, 0))),
 }
 
 
