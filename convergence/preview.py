@@ -19,6 +19,7 @@ from convergence.engine.decide import Action, Desired, Observed, decide_converge
 from convergence.engine.definitions import build_definition
 from convergence.engine.stackdata import RecordData
 from convergence.errors import Conflict, NotFound
+from convergence.services import requested_content
 from convergence.store.views import RecordView, StackView, TemplateContent
 from convergence.template import (
     StackDefinition,
@@ -246,17 +247,8 @@ def preview_update(rt: Runtime, tenant: str, name_or_id: str, template: str | No
             raise NotFound(f"The Stack ({name_or_id}) could not be found.")
         current = tx.template(stack.template_id) if stack.template_id else None
         records = tx.records(stack.id)
-    if template is None:
-        if not existing or current is None:
-            raise ValueError("a template is required (or use the existing one)")
-        template = current.text
-    if existing and current is not None:
-        files = {**current.files, **(files or {})}
-        environments = list(current.environments) + list(environments or [])
-        parameters = {**current.parameters, **(parameters or {})}
-    content = TemplateContent(text=template, files=dict(files or {}),
-                              environments=tuple(environments or ()),
-                              parameters=dict(parameters or {}))
+    content = requested_content(current, template, files, environments, parameters,
+                                existing=existing)
     definition = build_definition(content, rt.registry)
     heads = heads_of(records)
     resolver = definition.resolver(StackIdentity(stack.name, stack.id, stack.tenant),

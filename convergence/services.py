@@ -221,6 +221,28 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
     return stack
 
 
+def requested_content(current: TemplateContent | None, template: str | None,
+                      files: Mapping[str, str] | None, environments: Sequence[Any] | None,
+                      parameters: Mapping[str, Any] | None, *, existing: bool,
+                      clear_parameters: Sequence[str] = ()) -> TemplateContent:
+    """What an update asks for. ``existing`` (PATCH): the current template, environment and
+    parameters with what is given on top; ``clear_parameters`` drops kept values."""
+    if template is None:
+        if not existing or current is None:
+            raise ValueError("a template is required (or use the existing one)")
+        template = current.text
+    if existing and current is not None:
+        files = {**current.files, **(files or {})}
+        environments = list(current.environments) + list(environments or [])
+        parameters = {**current.parameters, **(parameters or {})}
+    if clear_parameters:
+        given = dict(parameters or {})
+        for name in clear_parameters:
+            given.pop(name, None)
+        parameters = given
+    return _content(template, files, environments or (), parameters)
+
+
 def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None = None, *,
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] | None = None,
                  parameters: Mapping[str, Any] | None = None, existing: bool = False,
@@ -239,20 +261,8 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         current = tx.template(stack.template_id) if stack.template_id else None
     _refuse_while_deleting(stack, "updated")
     _expect(stack, expected_generation)
-    if template is None:
-        if not existing or current is None:
-            raise ValueError("a template is required (or use the existing one)")
-        template = current.text
-    if existing and current is not None:
-        files = {**current.files, **(files or {})}
-        environments = list(current.environments) + list(environments or [])
-        parameters = {**current.parameters, **(parameters or {})}
-    if clear_parameters:
-        given = dict(parameters or {})
-        for name in clear_parameters:
-            given.pop(name, None)
-        parameters = given
-    content = _content(template, files, environments or (), parameters)
+    content = requested_content(current, template, files, environments, parameters,
+                                existing=existing, clear_parameters=clear_parameters)
     _accept(rt, content)
     stack_id = stack.id
 
