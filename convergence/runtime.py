@@ -15,6 +15,7 @@ from convergence.clock import Clock, SystemClock
 from convergence.dispatch.base import Dispatcher
 from convergence.dispatch.inprocess import InProcessDispatcher
 from convergence.engine.engine import Engine
+from convergence.engine.sweeper import Sweeper
 from convergence.plugins.registry import PluginRegistry
 from convergence.settings import Settings
 from convergence.store.db import make_engine
@@ -48,12 +49,13 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
         ensure_schema(db)
     store = Store(db, clock.now)
     registry = registry or PluginRegistry.from_entry_points()
-    entities = SqlTestEntities(db, clock.now)
+    entities = SqlTestEntities(db, clock.now, settings.test_backend_latency)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id, test_entities=entities,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
                     max_poll_delay=settings.poll_seconds,
-                    inline_seconds=settings.inline_seconds)
+                    inline_seconds=settings.inline_seconds,
+                    sweep_seconds=settings.sweep_seconds)
     if dispatcher is None:
         if settings.broker_url:
             from convergence.dispatch.celery_dispatch import CeleryDispatcher
@@ -61,4 +63,7 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
             dispatcher = CeleryDispatcher(settings)
         else:
             dispatcher = InProcessDispatcher(engine.execute, clock, **dispatch_options)
+            # The embedded engine sweeps too: what a process that died left behind is found.
+            sweeper = Sweeper(engine, settings.sweep_seconds)
+            dispatcher.every(settings.sweep_seconds, sweeper.periodic)
     return Runtime(settings, clock, store, registry, engine, dispatcher, entities)

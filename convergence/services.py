@@ -16,6 +16,7 @@ from convergence.engine.traversals import begin_rollback, begin_traversal, stop_
 from convergence.engine.work import PLAN, Work
 from convergence.errors import Conflict, NotFound, PreconditionFailed
 from convergence.plugins.registry import PluginRegistry
+from convergence.store import sweeps
 from convergence.store.repository import Tx, template_id
 from convergence.store.views import (
     EventView,
@@ -336,6 +337,25 @@ def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = 
     if traversal_id is not None:
         rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     return stack
+
+
+def reset_stack(rt: Runtime, tenant: str, name_or_id: str) -> tuple[StackView, int]:
+    """For an operator (``convergence admin reset``): let go of every lease and poll watch on
+    the stack's resources (late writers are then refused) and, if a request is in progress,
+    stop it where it is, as a cancel without rollback does; the stack ends FAILED and takes
+    any request after. Returns the stack and how many leases were let go of.
+
+    Nothing needs this to recover from a crash (the sweeper does that): it is for a human who
+    wants a stack out of whatever it is doing now.
+    """
+    def reset(tx: Tx) -> tuple[StackView, int]:
+        stack = _locked_stack(tx, tenant, name_or_id)
+        released = sweeps.release_stack(tx, stack.id)
+        if stack.status == "IN_PROGRESS":
+            stop_traversal(tx, stack, f"Stack {stack.action} reset by an administrator")
+        return _stack_or_404(tx, tenant, stack.id), released
+
+    return rt.store.transact(reset)
 
 
 def get_stack(rt: Runtime, tenant: str, name_or_id: str) -> StackView:

@@ -6,6 +6,10 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_DATA_DIR``      where the embedded database lives
 ``CONVERGENCE_LEASE_SECONDS`` how long a claimed resource stays claimed without renewal
 ``CONVERGENCE_SWEEP_SECONDS`` the sweeper's period
+``CONVERGENCE_SHUTDOWN_GRACE_SECONDS`` how long a worker told to stop (SIGTERM) lets the steps in
+                              hand reach their commit point before it lets go of their leases
+``CONVERGENCE_TEST_BACKEND_LATENCY`` seconds each change to OS::Heat::TestResource's backend takes
+                              to answer, after it took effect (a slow cloud API); default 0
 ``CONVERGENCE_BATCH_SIZE``    how many ready nodes of one traversal a message carries
 ``CONVERGENCE_INLINE_SECONDS`` how long a step goes on with the successors it released
 ``CONVERGENCE_MAX_REQUEST_BYTES`` largest API request body (default 2 MiB); larger: 413
@@ -54,6 +58,10 @@ class Settings:
     # Worker heartbeats (convergence.heartbeat): a worker is up while its last heartbeat is
     # younger than three of these.
     heartbeat_seconds: float = 5.0
+    # A worker told to stop: how long the steps in hand have to reach their commit point.
+    shutdown_grace_seconds: float = 10.0
+    # OS::Heat::TestResource's backend answers this late (its change lands first).
+    test_backend_latency: float = 0.0
 
     @property
     def embedded(self) -> bool:
@@ -103,4 +111,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         webhook_backoff_seconds=float(get("WEBHOOK_BACKOFF_SECONDS") or 1.0),
         webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
         heartbeat_seconds=float(get("HEARTBEAT_SECONDS") or 5.0),
+        shutdown_grace_seconds=float(get("SHUTDOWN_GRACE_SECONDS") or 10.0),
+        test_backend_latency=float(get("TEST_BACKEND_LATENCY") or 0.0),
     )

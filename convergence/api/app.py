@@ -53,7 +53,9 @@ class DispatcherDriver(Loop):
         super().__init__("dispatcher", on_error_wait=idle)
 
     def turn(self, stop: threading.Event) -> float:
-        if self._dispatcher.pending():
+        # The sweeper's turn, when due, even while idle: a stack left behind by a process
+        # that died is found without anyone asking.
+        if self._dispatcher.pending() or self._dispatcher.run_periodic():
             self._dispatcher.run(stop=stop)
             return 0.0
         return self._idle

@@ -9,6 +9,7 @@ import os
 
 import click
 
+from convergence.cli.admin_cmd import admin
 from convergence.cli.api_cmd import api
 from convergence.cli.db_cmd import db
 from convergence.cli.demo_cmd import demo
@@ -44,6 +45,7 @@ cli.add_command(output)
 cli.add_command(demo)
 cli.add_command(api)
 cli.add_command(services)
+cli.add_command(admin)
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ from convergence.settings import Settings, load_settings
 from convergence.store.worker_views import WORKER
 
 if TYPE_CHECKING:
+    from convergence.engine.sweeper import SweepLoop
     from convergence.heartbeat import Heartbeat
     from convergence.runtime import Runtime
 
@@ -91,7 +92,9 @@ def make_celery(settings: Settings) -> Celery:
     signals.worker_process_init.connect(_process_init, weak=False, dispatch_uid=__name__)
     signals.worker_process_shutdown.connect(_process_shutdown, weak=False,
                                             dispatch_uid=__name__)
-    signals.worker_shutdown.connect(_process_shutdown, weak=False, dispatch_uid=__name__)
+    signals.worker_ready.connect(_worker_ready, weak=False, dispatch_uid=__name__)
+    signals.worker_shutting_down.connect(_shutting_down, weak=False, dispatch_uid=__name__)
+    signals.worker_shutdown.connect(_worker_shutdown, weak=False, dispatch_uid=__name__)
     return app
 
 
@@ -128,9 +131,10 @@ class CeleryDispatcher:
 
 def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], first: Work,
           attempt: int = 0, budget: float = INLINE_BUDGET_SECONDS,
-          monotonic: Callable[[], float] = time.monotonic) -> None:
+          monotonic: Callable[[], float] = time.monotonic,
+          stopping: Callable[[], bool] = lambda: False) -> None:
     """Run ``first``, then follow-up work due now inline while ``budget`` (from the end of
-    ``first``) lasts.
+    ``first``) lasts and the worker is not ``stopping``.
 
     Only one follow-up item continues here; the others are sent at once, so that a wave of
     ready nodes spreads over the workers. An item that raises is handed to ``retry`` with its
@@ -151,7 +155,7 @@ def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], 
             # The budget counts from the end of the first item: a long plan still goes on
             # with its first batch here, rather than queueing it behind other work.
             deadline = monotonic() + budget
-        if monotonic() < deadline:
+        if monotonic() < deadline and not stopping():
             now = [w for w in follow if w.countdown <= 0]
             if now:
                 work = now[0]
@@ -164,7 +168,12 @@ def drive(execute: Execute, send_now: Send, retry: Callable[[Work, int], None], 
 _runtime_lock = threading.Lock()
 _runtime: tuple[int, Runtime] | None = None  # (pid, Runtime): built once per worker process
 _heartbeat: Heartbeat | None = None  # this worker process's (convergence.heartbeat)
+_sweep_loop: SweepLoop | None = None  # this worker process's sweeper thread
 _celery_app: Celery | None = None  # the worker's app, for the pool processes' start hook
+# The Celery node (``--hostname``) this process belongs to, and its pool: set when the
+# worker starts, before the pool forks. Every process of a node has a worker id
+# "{node}:{pid}", so that the node's leases are those whose owner starts with "{node}:".
+_node: dict[str, Any] = {"name": "", "prefork": True}
 
 
 def _worker_execute(app: Celery) -> Execute:
@@ -176,8 +185,7 @@ def _worker_execute(app: Celery) -> Execute:
 
             settings = load_settings()
             if not settings.worker_id:  # one id per process: lease owner and heartbeat row
-                settings = settings.with_(worker_id=f"{socket.gethostname()}-{os.getpid()}-"
-                                                    f"{uuid.uuid4().hex[:6]}")
+                settings = settings.with_(worker_id=_worker_id())
             # No migration here: ``convergence db upgrade`` does it, the worker refuses to start
             # on a stale schema (``convergence worker``).
             rt = open_runtime(settings, migrate=False,
@@ -188,24 +196,86 @@ def _worker_execute(app: Celery) -> Execute:
                 from convergence.dispatch.worker_stats import start_exporting
 
                 start_exporting(rt.store.engine, stats_dir)
-            _start_heartbeat(rt)
+            _start_background(rt)
         engine = _runtime[1].engine
     return engine.execute
 
 
-def _start_heartbeat(rt: Runtime) -> None:
-    global _heartbeat
+def _worker_id() -> str:
+    if _node["name"]:
+        return f"{_node['name']}:{os.getpid()}"
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _start_background(rt: Runtime) -> None:
+    """This process's heartbeat and sweeper threads."""
+    global _heartbeat, _sweep_loop
+    from convergence.engine.sweeper import Sweeper, SweepLoop
     from convergence.heartbeat import Heartbeat, worker_info
 
     _heartbeat = Heartbeat(rt.store, worker_info(rt.engine.worker_id, WORKER, rt.clock.now()),
                            rt.settings.heartbeat_seconds)
     _heartbeat.start()
+    _sweep_loop = SweepLoop(Sweeper(rt.engine, rt.settings.sweep_seconds),
+                            rt.dispatcher.dispatch)
+    _sweep_loop.start()
 
 
 def _worker_init(sender: Any = None, **_: Any) -> None:
-    """The worker starts (before its pool forks): remember its app for the pool processes."""
+    """The worker starts (before its pool forks): remember its app, node name and pool."""
     global _celery_app
     _celery_app = getattr(sender, "app", None)
+    _node["name"] = str(getattr(sender, "hostname", "") or "")
+    pool = getattr(sender, "pool_cls", None)
+    _node["prefork"] = pool is None or "prefork" in str(getattr(pool, "__module__", pool))
+
+
+def _worker_ready(**_: Any) -> None:
+    """A pool of threads (or none) runs steps in this process: start its runtime now, so
+    that it heartbeats and sweeps while idle (pool processes do so from their start)."""
+    if _celery_app is not None and not _node["prefork"]:
+        _process_init()
+
+
+def _shutting_down(**_: Any) -> None:
+    """SIGTERM (or SIGINT): Celery stops taking messages and lets running tasks end. Steps
+    in this process stop going on inline; if the node's steps have not reached their commit
+    point within the grace period, their leases are let go of (their late writes are then
+    refused) so that others take the resources over at once."""
+    if _runtime is not None and _runtime[0] == os.getpid():
+        _runtime[1].engine.stopping.set()
+    grace = load_settings().shutdown_grace_seconds
+    timer = threading.Timer(grace, _let_go_of_node, kwargs={"late": True})
+    timer.daemon = True
+    timer.start()
+
+
+def _let_go_of_node(late: bool = False) -> None:
+    """Release the leases of every process of this node and offer their nodes to others."""
+    if not _node["name"] or _celery_app is None:
+        return
+    from convergence.engine.sweeper import let_go
+    from convergence.runtime import open_runtime
+
+    try:
+        if _runtime is not None and _runtime[0] == os.getpid():
+            rt, own = _runtime[1], False
+        else:
+            settings = load_settings()
+            rt, own = open_runtime(settings, migrate=False,
+                                   dispatcher=CeleryDispatcher(settings, app=_celery_app)), True
+        try:
+            work = let_go(rt.engine, f"{_node['name']}:")
+            if work:
+                if late:
+                    log.warning("steps still running after the grace period: their "
+                                "resources are handed to other workers")
+                rt.dispatcher.dispatch(work)
+        finally:
+            if own:
+                rt.store.engine.dispose()
+    except Exception:
+        log.exception("could not let go of the leases of %s", _node["name"])
 
 
 def _process_init(**_: Any) -> None:
@@ -218,11 +288,23 @@ def _process_init(**_: Any) -> None:
 
 
 def _process_shutdown(**_: Any) -> None:
-    """Graceful shutdown: stop beating and mark this process's worker row stopped."""
-    global _heartbeat
+    """Graceful shutdown of a process: stop sweeping and beating, and mark its worker row
+    stopped."""
+    global _heartbeat, _sweep_loop
     beat, _heartbeat = _heartbeat, None
-    if beat is not None and _runtime is not None and _runtime[0] == os.getpid():
+    loop, _sweep_loop = _sweep_loop, None
+    if _runtime is None or _runtime[0] != os.getpid():
+        return
+    if loop is not None:
+        loop.stop(timeout=5.0)
+    if beat is not None:
         beat.stop()
+
+
+def _worker_shutdown(**_: Any) -> None:
+    """The node stops, its pool gone: let go of whatever leases its processes still hold."""
+    _let_go_of_node()
+    _process_shutdown()
 
 
 def _execute_task(task: Task, work_json: dict[str, Any], attempt: int = 0) -> None:
@@ -236,5 +318,8 @@ def _execute_task(task: Task, work_json: dict[str, Any], attempt: int = 0) -> No
             return
         send(app, [work], attempt, RETRY_DELAY_SECONDS * attempt)
 
-    drive(_worker_execute(app), lambda work: send(app, work), retry,
-          Work.from_json(work_json), attempt)
+    execute = _worker_execute(app)
+    assert _runtime is not None
+    engine = _runtime[1].engine
+    drive(execute, lambda work: send(app, work), retry, Work.from_json(work_json), attempt,
+          stopping=engine.stopping.is_set)

@@ -7,6 +7,10 @@ operations) waits in a heap keyed by due time; with a manual clock, waiting jump
 Adversity is a parameter: ``shuffle`` runs due work in random order and ``duplicate``
 delivers every item twice, which is how the tests show that steps are order-independent and
 idempotent.
+
+A periodic job (the sweeper, see :meth:`InProcessDispatcher.every`) runs between items once
+its period has passed, and once more when nothing is left to run, before ``run`` gives up on a
+condition that does not hold: work lost by a process that died is found that way.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from convergence.engine.work import Work
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
+
+# A periodic job: given ``force``, the work it found and when to look again (or None).
+Periodic = Callable[[bool], tuple[Sequence[Work], float | None]]
 
 
 @dataclass(order=True, slots=True)
@@ -51,6 +58,47 @@ class InProcessDispatcher:
         self._lock = threading.Lock()
         self.errors: list[BaseException] = []
         self.executed = 0
+        self._periodic: Periodic | None = None
+        self._period = 0.0
+        self._next_periodic = 0.0
+        self._recheck_at: float | None = None
+
+    def every(self, period: float, job: Periodic) -> None:
+        """Run ``job(force)`` every ``period`` seconds of the clock while work runs, and
+        with ``force`` when nothing is left. It returns work, which is dispatched, and when
+        it expects to find more (a lease held elsewhere runs out then), or None."""
+        self._periodic, self._period = job, period
+        self._next_periodic = self._clock.now() + period
+
+    def run_periodic(self, force: bool = False) -> bool:
+        """The periodic job, if due (or forced); True if it found work."""
+        if self._periodic is None:
+            return False
+        now = self._clock.now()
+        if not force and now < self._next_periodic:
+            return False
+        self._next_periodic = now + self._period
+        try:
+            found, self._recheck_at = self._periodic(force)
+        except Exception:
+            log.exception("the periodic job failed")
+            return False
+        self.dispatch(found)
+        return bool(found)
+
+    def _idle(self, until: Callable[[], bool] | None,
+              stop: threading.Event | None) -> bool:
+        """Nothing is queued and ``until`` does not hold: True to go on, after a sweep found
+        work, or after waiting for the moment it said there may be some (work held by a
+        process that is gone comes back when its leases run out)."""
+        if until is None or until() or self._periodic is None:
+            return False
+        if self.run_periodic(True):
+            return True
+        if self._recheck_at is None:
+            return False
+        self._clock.sleep_until(max(self._recheck_at, self._next_periodic), stop)
+        return not (stop is not None and stop.is_set())
 
     def dispatch(self, work: Sequence[Work]) -> None:
         now = self._clock.now()
@@ -59,6 +107,14 @@ class InProcessDispatcher:
                 copies = 2 if self._duplicate else 1
                 for _ in range(copies):
                     heapq.heappush(self._heap, _Item(now + w.countdown, next(self._counter), w))
+
+    def drop_pending(self) -> int:
+        """Lose every queued item, as a broker that restarted without a disk does; returns
+        how many were lost (the sweeper finds their work again in the database)."""
+        with self._lock:
+            lost = len(self._heap)
+            self._heap.clear()
+            return lost
 
     def pending(self) -> int:
         with self._lock:
@@ -107,10 +163,13 @@ class InProcessDispatcher:
             while not (stop is not None and stop.is_set()):
                 if until is not None and until():
                     return True
+                self.run_periodic()
                 items = self._take_due(1)
                 if not items:
                     nxt = self._next_due()
                     if nxt is None:
+                        if self._idle(until, stop):
+                            continue
                         return until() if until is not None else True
                     self._clock.sleep_until(nxt, stop)
                     continue
@@ -124,6 +183,7 @@ class InProcessDispatcher:
             while not (stop is not None and stop.is_set()):
                 if until is not None and until() and not running:
                     return True
+                self.run_periodic()
                 room = self._threads - len(running)
                 for item in self._take_due(room) if room > 0 else []:
                     running.add(pool.submit(self._run, item))
@@ -135,6 +195,8 @@ class InProcessDispatcher:
                     continue
                 nxt = self._next_due()
                 if nxt is None:
+                    if self._idle(until, stop):
+                        continue
                     return until() if until is not None else True
                 self._clock.sleep_until(nxt, stop)
             return False

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -20,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from convergence.engine.definitions import DefinitionCache
+from convergence.engine.leases import LeaseKeeper
 from convergence.engine.stackdata import RecordData
 from convergence.engine.step import DONE, FAILED, PENDING, RETRY, StepInput, Stepper, StepResult
 from convergence.engine.traversals import begin_rollback, stack_event
@@ -37,6 +39,7 @@ from convergence.store.views import (
     TRAVERSAL_FAILED,
     NewEvent,
     NodeView,
+    RecordChange,
     RecordOutline,
     RecordView,
     StackView,
@@ -91,7 +94,7 @@ class Engine:
     def __init__(self, store: Store, registry: PluginRegistry, *, worker_id: str = "",
                  test_entities: TestEntities | None = None, lease_seconds: float = 30.0,
                  batch_size: int = 200, max_poll_delay: float = 1.0,
-                 inline_seconds: float = 0.5) -> None:
+                 inline_seconds: float = 0.5, sweep_seconds: float = 5.0) -> None:
         self.store = store
         self.registry = registry
         self.worker_id = worker_id or f"engine-{uuid.uuid4().hex[:8]}"
@@ -100,6 +103,11 @@ class Engine:
         self.batch_size = batch_size
         self.max_poll_delay = max_poll_delay
         self.inline_seconds = inline_seconds
+        self.sweep_seconds = sweep_seconds
+        self.leases = LeaseKeeper(store, lease_seconds)
+        # Set when the process is told to stop: steps in hand finish, nothing more is taken
+        # on inline (what they release goes back to the dispatcher, for others).
+        self.stopping = threading.Event()
         self.stats = EngineStats()
         self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
         self.on_events: Callable[[], None] | None = None  # called after events committed
@@ -130,7 +138,7 @@ class Engine:
 
     def _replace(self, inp: StepInput, rtype: str) -> RecordView | None:
         """Create the new version of a record and point the node at it (one transaction)."""
-        owner = self._owner()
+        owner = inp.owner or self._owner()
         with self.store.begin() as tx:
             # Locked: a traversal planned after this commit sees the new version, and one that
             # superseded this traversal before it makes no version of its own.
@@ -142,6 +150,7 @@ class Engine:
                 return None
             tx.set_node_record(inp.traversal_id, inp.node.seq, new_id)
             tx.claim([new_id], owner, tx.now + self.lease_seconds)
+            self.leases.add(owner, [new_id], tx.now + self.lease_seconds)
             return tx.records_by_id([new_id])[new_id]
 
     def _deletion_policy(self, record: RecordView) -> str:
@@ -224,31 +233,33 @@ class Engine:
         """Run a batch; while ``inline_seconds`` last, go on with the successors it released,
         claiming them in the same transaction that recorded the batch (one commit per hop)."""
         owner = self._owner()
-        with self.store.begin() as tx:
-            trav, stack = tx.traversal_and_stack(traversal_id)
-            if trav is None or stack is None or trav.state != RUNNING or \
-                    stack.traversal_id != trav.id:
-                self.stats.stale += 1
-                return []
-            loaded = tx.nodes(trav.id, seqs)
-            if not any(n.state == READY for n in loaded):
-                # A redelivered message for work already done: the worker that did it may have
-                # died before passing its ready successors on, so offer them again.
-                return self._reoffer(tx, trav.id, loaded)
-            if expect is not None:
-                ids = [n.record_id for n in loaded if n.record_id is not None]
-                if any(t != expect for t in tx.tokens(ids).values()):
-                    self.stats.stale += 1  # a duplicate of a poll someone already made
+        # While this runs, the leases it claims are renewed (and known lost if taken over).
+        with self.leases.holding(owner):
+            with self.store.begin() as tx:
+                trav, stack = tx.traversal_and_stack(traversal_id)
+                if trav is None or stack is None or trav.state != RUNNING or \
+                        stack.traversal_id != trav.id:
+                    self.stats.stale += 1
                     return []
-            batch: _Batch | None = self._prepare(tx, trav, stack, loaded, owner)
-        deadline = time.monotonic() + self.inline_seconds
-        follow: list[Work] = []
-        while batch is not None:
-            follow.extend(batch.busy_work)
-            results = self._steps(batch)
-            more, batch = self._record(batch, results, owner,
-                                       go_on=time.monotonic() < deadline)
-            follow.extend(more)
+                loaded = tx.nodes(trav.id, seqs)
+                if not any(n.state == READY for n in loaded):
+                    # A redelivered message for work already done: the worker that did it may
+                    # have died before passing its ready successors on, so offer them again.
+                    return self._reoffer(tx, trav.id, loaded)
+                if expect is not None:
+                    ids = [n.record_id for n in loaded if n.record_id is not None]
+                    if any(t != expect for t in tx.tokens(ids).values()):
+                        self.stats.stale += 1  # a duplicate of a poll someone already made
+                        return []
+                batch: _Batch | None = self._prepare(tx, trav, stack, loaded, owner)
+            deadline = time.monotonic() + self.inline_seconds
+            follow: list[Work] = []
+            while batch is not None:
+                follow.extend(batch.busy_work)
+                results = self._steps(batch, owner)
+                go_on = time.monotonic() < deadline and not self.stopping.is_set()
+                more, batch = self._record(batch, results, owner, go_on=go_on)
+                follow.extend(more)
         return merge(follow, self.batch_size)
 
     def _prepare(self, tx: Tx, trav: TraversalView, stack: StackView,
@@ -260,6 +271,7 @@ class Engine:
             return None
         record_ids = [n.record_id for n in nodes if n.record_id is not None]
         records = tx.claim_records(record_ids, owner, tx.now + self.lease_seconds)
+        self.leases.add(owner, records, tx.now + self.lease_seconds)
         definition = self._definition(trav, tx)
         unclaimed = [n for n in nodes if n.record_id not in records]
         gone: list[NodeView] = []
@@ -277,11 +289,12 @@ class Engine:
         busy_work: list[Work] = []
         if busy:
             # Another worker holds these (a duplicate message, a poll in flight, or a worker
-            # that died): look again when its lease runs out, and go on if it has not finished.
-            # A superseded worker that finishes sooner hands the record over at once.
+            # that died): look again once the sweeper had a turn after its lease ran out (it
+            # takes over expired leases, says so in an event, and offers the node again). A
+            # superseded worker that finishes sooner hands the record over at once.
             self.stats.skipped_busy += len(busy)
             retry_at = tx.lease_expiry([n.record_id for n in busy if n.record_id is not None])
-            delay = max((retry_at or tx.now) - tx.now, 0.0) + 0.5
+            delay = max((retry_at or tx.now) - tx.now, 0.0) + self.sweep_seconds + 0.5
             busy_work.append(Work(NODES, trav.id, tuple(n.seq for n in busy), delay))
         timed_out = trav.deadline is not None and tx.now > trav.deadline
         return _Batch(trav, stack, definition, [n for n in nodes if n not in busy], records,
@@ -311,13 +324,14 @@ class Engine:
                 if n.name not in found]))
             for n in rebuild:
                 tx.set_node_record(trav.id, n.seq, found[n.name])
-            records.update(tx.claim_records(list(found.values()), owner,
-                                            tx.now + self.lease_seconds))
+            claimed = tx.claim_records(list(found.values()), owner, tx.now + self.lease_seconds)
+            self.leases.add(owner, claimed, tx.now + self.lease_seconds)
+            records.update(claimed)
         moved = {n.seq: dataclasses.replace(n, record_id=found[n.name]) for n in rebuild}
         keep = [moved.get(n.seq, n) for n in nodes if n not in gone]
         return keep, gone
 
-    def _steps(self, batch: _Batch) -> list[StepResult]:
+    def _steps(self, batch: _Batch, owner: str) -> list[StepResult]:
         results: list[StepResult] = [StepResult(n.seq, DONE) for n in batch.gone]
         trav, stack = batch.trav, batch.stack
         for node in batch.nodes:
@@ -328,7 +342,8 @@ class Engine:
             inp = StepInput(stack=stack, traversal_id=trav.id, generation=trav.generation,
                             template_id=trav.template_id, definition=batch.definition,
                             node=node, record=record, token=token, heads=batch.heads,
-                            worked_on=token > 1)
+                            worked_on=token > 1, owner=owner,
+                            lease_good=lambda: self.leases.good(owner))
             if batch.timed_out:
                 results.append(self.stepper.fail(
                     inp, record, token, record.action if record.action != "INIT" else "CREATE",
@@ -367,18 +382,24 @@ class Engine:
         with self.store.begin() as tx:
             now_trav, now_stack = tx.traversal_and_stack(trav.id)
             assert now_trav is not None and now_stack is not None
+            current = now_stack.traversal_id == trav.id and now_trav.state == RUNNING
             events: list[NewEvent] = []
-            applied = tx.apply_many([c for r in results for c in r.changes])
+            applied = tx.apply_many([c for r in results
+                                     for c in self._watched(r, current)])
             kept: list[StepResult] = []
             for r in results:
                 self.stats.by_outcome[r.outcome] += 1
                 if r.changes and r.changes[0].record_id not in applied:
-                    self.stats.fenced_off += 1  # our lease was taken over: not ours to record
+                    # Our lease was taken over (we were too slow, or frozen): what this step
+                    # did is its new holder's to find and record.
+                    self.stats.fenced_off += 1
+                    log.warning("fenced off: the lease of record %d was taken over; this "
+                                "step's result is not recorded", r.changes[0].record_id)
                     continue
                 events.extend(r.events)
                 kept.append(r)
             tx.add_events(now_stack.id, trav.id, trav.generation, events)
-            if now_stack.traversal_id != trav.id or now_trav.state != RUNNING:
+            if not current:
                 # Superseded while the steps ran: what they did is recorded (fenced); the
                 # resources go on in the current traversal, from where they really are.
                 follow = self._hand_over(tx, now_stack, [
@@ -389,6 +410,16 @@ class Engine:
         if events and self.on_events is not None:
             self.on_events()
         return merge(follow, self.batch_size), nxt
+
+    def _watched(self, result: StepResult, current: bool) -> list[RecordChange]:
+        """A result's changes; a node to be polled again keeps a watch on its record: if no
+        poll comes by then (its message was lost), the sweeper takes the resource over."""
+        changes = result.changes
+        if current and changes and result.outcome in (PENDING, RETRY):
+            delay = min(max(result.delay, 0.0), self.max_poll_delay)
+            changes = [dataclasses.replace(changes[0], watch=delay + self.lease_seconds),
+                       *changes[1:]]
+        return changes
 
     def _hand_over(self, tx: Tx, stack: StackView, record_ids: Sequence[int]) -> list[Work]:
         """The current traversal's ready nodes for records a superseded step just wrote: a
@@ -475,6 +506,9 @@ class Engine:
             stack = tx.stack(trav.stack_id, lock=True)
             if stack is None or stack.traversal_id != trav.id:
                 return []
+            trav = tx.traversal(traversal_id)  # again, under the stack's lock: a copy of
+            if trav is None or trav.state != RUNNING:  # this message may have finished it
+                return []
             ok = trav.nodes_failed == 0 and not trav.failure
             self.finishes += 1
             if not ok and self._rolls_back(stack, trav):
@@ -531,6 +565,21 @@ class Engine:
         return outputs
 
     # recovery -------------------------------------------------------------------------------
+    def time_out(self, traversal_id: str) -> list[Work]:
+        """A traversal past its deadline (found by the sweeper): it fails, and finishing it
+        rolls back or not as the stack asks. Steps still running record what they did and
+        hand over, as for any traversal that is no longer running."""
+        with self.store.begin() as tx:
+            trav = tx.traversal(traversal_id, lock=True)
+            if trav is None or trav.deadline is None or tx.now <= trav.deadline:
+                return []
+            if trav.state == PLANNING:
+                tx.start_running(trav.id, 0)
+            elif trav.state != RUNNING:
+                return []
+            tx.count_done(trav.id, 0, 0, "Timed out")
+        return [Work(FINISH, traversal_id)]
+
     def resume(self, traversal_id: str) -> list[Work]:
         """Work that re-drives a traversal from the database (after a crash or a Ctrl-C)."""
         with self.store.begin() as tx:

@@ -59,6 +59,10 @@ class StepInput:
     token: int
     heads: Mapping[str, RecordView]
     worked_on: bool
+    owner: str = ""  # the lease owner of the batch: a replacement is claimed for it too
+    # Whether the batch's leases are still good: asked before each call to the cloud, so
+    # that a worker that woke up past its lease leaves the resource to its new holder.
+    lease_good: Callable[[], bool] = lambda: True
 
 
 def observed_of(record: RecordView, worked_on: bool = True) -> Observed:
@@ -188,6 +192,7 @@ class Stepper:
         it ends, record what it made and go again (the node is not done)."""
         ctx = self._context(inp.stack, record)
         try:
+            _check_lease(inp)
             if poll:
                 op = record.operation or {}
                 progress = plugin.poll(ctx, verb, record.physical_id,
@@ -275,6 +280,7 @@ class Stepper:
         ctx = self._context(inp.stack, record)
         events: list[NewEvent] = []
         try:
+            _check_lease(inp)
             if action is Action.POLL:
                 op = record.operation or {}
                 progress: Progress = plugin.poll(ctx, DELETE, record.physical_id,
@@ -306,6 +312,13 @@ class Stepper:
             "action": verb, "status": "FAILED", "status_reason": reason, "operation": None})
         event = NewEvent(record.name, record.physical_id, record.type, verb, "FAILED", reason)
         return StepResult(inp.node.seq, FAILED, [change], [event], reason=message)
+
+
+def _check_lease(inp: StepInput) -> None:
+    """Before a call to the cloud: a lease lost while this worker was away (frozen, or too
+    slow to renew) leaves the resource to whoever holds it now."""
+    if not inp.lease_good():
+        raise RetryLater("the lease was lost: the resource is someone else's now", 0.0)
 
 
 def _action_for(record: RecordView) -> str:

@@ -16,6 +16,8 @@ PostgreSQL compare them the same way and leases need no time-zone arithmetic.
 - ``test_entities``: the backend of OS::Heat::TestResource, apart from the engine's tables.
 - ``workers``: the processes running steps (and API processes stepping in-process), each
   with its last heartbeat (``convergence.heartbeat``).
+- ``sweeps``: one row per periodic job (the sweeper): who holds its turn, until when, and
+  when it last ran, so that among all the workers one runs it at a time, once a period.
 """
 
 from __future__ import annotations
@@ -242,3 +244,17 @@ class WorkerRow(Base):
     stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (Index("ix_workers_heartbeat", "heartbeat_at"),)
+
+
+class SweepRow(Base):
+    """A periodic job that one process at a time runs (``convergence.engine.sweeper``): a
+    turn is taken with a compare-and-swap on ``held_until``/``finished_at``."""
+
+    __tablename__ = "sweeps"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    held_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    runs: Mapped[int] = mapped_column(Integer, default=0)

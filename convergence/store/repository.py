@@ -418,15 +418,19 @@ class Tx:
         deletes = sorted({c.record_id for c in valid if c.delete})
         for chunk in _chunks(deletes):
             self.conn.execute(delete(T_RES).where(T_RES.c.id.in_(chunk)))
-        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        shapes: dict[tuple[tuple[str, ...], bool], list[dict[str, Any]]] = {}
         for c in valid:
             if c.delete:
                 continue
             keys = tuple(sorted(c.values))
-            shapes.setdefault(keys, []).append({"_id": c.record_id, **c.values})
-        for keys, rows in shapes.items():
+            row = {"_id": c.record_id, **c.values}
+            if c.watch is not None:
+                row["_watch"] = self.now + c.watch
+            shapes.setdefault((keys, c.watch is not None), []).append(row)
+        for (keys, watched), rows in shapes.items():
             values: dict[str, Any] = {k: bindparam(k) for k in keys}
-            values.update(lease_owner=None, lease_expires=None)
+            values.update(lease_owner=None,
+                          lease_expires=bindparam("_watch") if watched else None)
             if keys:  # only releasing the lease is not a change of the resource
                 values["updated_at"] = self.now
             stmt = update(T_RES).where(T_RES.c.id == bindparam("_id")).values(values)

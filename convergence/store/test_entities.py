@@ -21,9 +21,17 @@ T = cast(Table, TestEntityRow.__table__)
 class SqlTestEntities:
     __test__ = False
 
-    def __init__(self, engine: Engine, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, engine: Engine, now: Callable[[], float] = time.time,
+                 latency: float = 0.0) -> None:
         self._engine = engine
         self._now = now
+        # A slow API: each change is committed at once and answered this many seconds later,
+        # which is the window in which a crash leaves a change the engine never heard of.
+        self._latency = latency
+
+    def _answer(self) -> None:
+        if self._latency > 0:
+            time.sleep(self._latency)
 
     def find(self, owner: str) -> tuple[str, str] | None:
         with self._engine.begin() as conn:
@@ -36,12 +44,14 @@ class SqlTestEntities:
         with self._engine.begin() as conn:
             conn.execute(insert(T).values(id=entity_id, owner=owner, value=value,
                                           created_at=self._now()))
+        self._answer()
         return entity_id
 
     def update(self, entity_id: str, value: str) -> None:
         with self._engine.begin() as conn:
             result = conn.execute(update(T).where(T.c.id == entity_id, T.c.deleted_at.is_(None))
                                   .values(value=value))
+        self._answer()
         if result.rowcount != 1:
             raise KeyError(entity_id)
 
@@ -49,6 +59,7 @@ class SqlTestEntities:
         with self._engine.begin() as conn:
             conn.execute(update(T).where(T.c.id == entity_id, T.c.deleted_at.is_(None))
                          .values(deleted_at=self._now()))
+        self._answer()
 
     def get(self, entity_id: str) -> str | None:
         with self._engine.begin() as conn:

@@ -149,6 +149,9 @@ class RecordChange:
     token: int
     values: dict[str, Any]
     delete: bool = False  # the record is gone: remove its row
+    # Seconds within which the record must be worked on again (a pending operation's next
+    # poll): the lease is let go, and its deadline kept as a watch the sweeper checks.
+    watch: float | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,321 @@
+"""Crash recovery on the embedded tier: what a dead process or a lost message leaves behind,
+the sweeper finds in the database and drives on.
+
+Faults are made the way they happen: queued work is lost (``drop_pending``: a broker that
+restarted without a disk, a process killed with messages in hand), leases are left held by
+a worker that is gone, a request is committed and its plan never sent. Each test then waits
+for the stack the way a user does and checks what is real: the stack's outcome, one live
+entity per resource, no lease left, and the events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from convergence import services as sv
+from convergence.cli import cli
+from convergence.clock import ManualClock
+from convergence.engine.engine import Engine
+from convergence.engine.sweeper import Sweeper, let_go
+from convergence.engine.work import NODES, Work
+from convergence.runtime import Runtime, open_runtime
+from convergence.settings import Settings
+from convergence.store import sweeps
+from convergence.store.views import RUNNING, StackView
+
+from .harness import TENANT, Story, res, template
+
+LEASE = 30.0
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Iterator[Runtime]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", batch_size=50,
+                        lease_seconds=LEASE, sweep_seconds=5.0)
+    runtime = open_runtime(settings, clock=ManualClock())
+    yield runtime
+    runtime.store.engine.dispose()
+
+
+@pytest.fixture
+def story(rt: Runtime) -> Story:
+    def wait(stack_id: str) -> StackView:
+        return sv.wait_for_stack(rt, TENANT, stack_id)
+
+    return Story(rt, "stack", wait)
+
+
+def layered(value: str, width: int = 4) -> str:
+    """Three layers: each resource of a layer takes the outputs of the layer before."""
+    resources = {}
+    for layer in range(3):
+        for i in range(width):
+            props = {} if layer == 0 else {"update_replace_value": {"list_join": [
+                "-", [{"get_attr": [f"l{layer - 1}r{j}", "output"]} for j in range(width)]]}}
+            resources[f"l{layer}r{i}"] = res(f"{value}{layer}{i}", wait_secs=2, **props)
+    return template(resources)
+
+
+def assert_converged(story: Story, value: str, width: int = 4) -> None:
+    stack = story.stack()
+    assert stack.stack_status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), stack.status_reason
+    current = story.current()
+    assert sorted(current) == sorted(f"l{layer}r{i}" for layer in range(3)
+                                     for i in range(width))
+    live = story.entities()
+    # One live entity per resource, the one its record names, holding the template's value.
+    assert sorted(live) == sorted(r.physical_id for r in current.values() if r.physical_id)
+    for name, record in current.items():
+        assert live[str(record.physical_id)] == f"{value}{name[1]}{name[3]}"
+    assert_no_leases(story.rt)
+
+
+def assert_no_leases(rt: Runtime) -> None:
+    with rt.store.begin() as tx:
+        held = [r for s in tx.stacks(TENANT) for r in tx.records(s.id)
+                if r.lease_owner is not None]
+    assert held == []
+
+
+def run_until(rt: Runtime, condition: object) -> None:
+    assert rt.inprocess is not None
+    assert rt.inprocess.run(until=condition)  # type: ignore[arg-type]
+
+
+def recover(story: Story) -> StackView:
+    """Run what the dispatcher has until the stack is terminal: with nothing queued, only
+    the sweeper can find the work (unlike ``wait_for_stack``, which re-offers it itself)."""
+    def terminal() -> bool:
+        stack = story.stack()
+        return stack.status in sv.TERMINAL and stack.observed_generation == stack.generation
+
+    run_until(story.rt, terminal)
+    return story.stack()
+
+
+def running(rt: Runtime, story: Story) -> bool:
+    stack_id = story.stack().id
+    with rt.store.begin() as tx:
+        stack = tx.stack(stack_id)
+        assert stack is not None and stack.traversal_id is not None
+        trav = tx.traversal(stack.traversal_id)
+        return trav is not None and trav.state == RUNNING and \
+            trav.nodes_remaining < trav.nodes_total - 2
+
+
+def test_every_queued_message_lost_mid_traversal(rt: Runtime, story: Story) -> None:
+    story.create(layered("v"))
+    run_until(rt, lambda: running(rt, story))
+    assert rt.inprocess is not None
+    assert rt.inprocess.drop_pending() > 0  # the broker restarted: all of it gone
+    recover(story)
+    assert_converged(story, "v")
+    reasons = [e.reason for e in story.events()]
+    assert any("not polled in time" in r for r in reasons), reasons
+
+
+def test_a_plan_never_sent_is_planned_by_the_sweeper(rt: Runtime, story: Story) -> None:
+    story.create(layered("v"))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()  # committed, then the process died before enqueueing
+    assert story.stack().stack_status == "CREATE_IN_PROGRESS"
+    recover(story)
+    assert_converged(story, "v")
+
+
+def test_leases_of_a_dead_worker_are_taken_over_after_they_expire(
+        rt: Runtime, story: Story) -> None:
+    story.create(layered("v"))
+    run_until(rt, lambda: running(rt, story))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    # A worker claimed the ready nodes' records, then died: its messages and leases stay.
+    dead = Engine(rt.store, rt.registry, worker_id="dead-node:4242",
+                  test_entities=rt.test_entities, lease_seconds=LEASE)
+    stack_id = story.stack().id
+    with rt.store.begin() as tx:
+        stack = tx.stack(stack_id)
+        assert stack is not None and stack.traversal_id is not None
+        ready = tx.ready_nodes(stack.traversal_id)
+        nodes = tx.nodes(stack.traversal_id, ready)
+        held = tx.claim_records([n.record_id for n in nodes if n.record_id is not None],
+                                f"{dead.worker_id}/batch", tx.now + LEASE)
+    assert held
+    recover(story)
+    assert_converged(story, "v")
+    taken = [e for e in story.events() if "taken over" in e.reason]
+    assert {e.resource_name for e in taken} >= {r.name for r in held.values()}
+    assert all("dead-node:4242" in e.reason for e in taken if "lease of" in e.reason)
+
+
+def test_a_lost_finish_is_sent_again(rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x"), "b": res("y")}))
+
+    def all_done() -> bool:
+        traversal_id = str(story.stack().traversal_id)
+        with rt.store.begin() as tx:
+            trav = tx.traversal(traversal_id)
+            return trav is not None and trav.state == RUNNING and trav.nodes_remaining <= 0
+
+    run_until(rt, all_done)
+    assert rt.inprocess is not None
+    assert rt.inprocess.drop_pending() >= 1  # the finish
+    assert recover(story).stack_status == "CREATE_COMPLETE"
+
+
+def test_a_traversal_past_its_deadline_fails(rt: Runtime, story: Story) -> None:
+    story.create(template({"slow": res("x", wait_secs=-1), "quick": res("y")}),
+                 timeout_mins=1, disable_rollback=True)
+    run_until(rt, lambda: "slow" in story.current() and
+              story.current()["slow"].status == "IN_PROGRESS")
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()  # nothing polls the slow one any more
+    assert isinstance(rt.clock, ManualClock)
+    rt.clock.advance(61)
+    stack = recover(story)
+    assert stack.stack_status == "CREATE_FAILED"
+    assert "Timed out" in stack.status_reason
+    assert all(r.status != "IN_PROGRESS" for r in story.current().values())
+    assert_no_leases(rt)
+
+
+def test_one_sweeper_at_a_time_once_a_period(rt: Runtime) -> None:
+    clock = rt.clock
+    assert isinstance(clock, ManualClock)
+    a = Sweeper(rt.engine, 5.0)
+    other = Engine(rt.store, rt.registry, worker_id="other:1")
+    b = Sweeper(other, 5.0)
+    with rt.store.begin() as tx:
+        assert sweeps.take_turn(tx, "sweeper", "a", 5.0, 60.0)
+        assert not sweeps.take_turn(tx, "sweeper", "b", 5.0, 60.0)  # a holds it
+    clock.advance(61)  # a died holding the turn: it is free once the hold is over
+    assert b.sweep().ran
+    assert not a.sweep().ran  # b swept a moment ago: not again within the period
+    clock.advance(5)
+    assert a.sweep().ran
+
+
+def test_a_stopping_worker_lets_go_of_its_leases_at_once(rt: Runtime, story: Story) -> None:
+    story.create(layered("v"))
+    run_until(rt, lambda: running(rt, story))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    stack_id = story.stack().id
+    with rt.store.begin() as tx:
+        stack = tx.stack(stack_id)
+        assert stack is not None and stack.traversal_id is not None
+        nodes = tx.nodes(stack.traversal_id, tx.ready_nodes(stack.traversal_id))
+        held = tx.claim_records([n.record_id for n in nodes if n.record_id is not None],
+                                "node-b@host:77/batch", tx.now + LEASE)
+        tokens = {i: r.fencing_token for i, r in held.items()}
+    work = let_go(rt.engine, "node-b@host:")
+    assert sorted(s for w in work for s in w.seqs) == sorted(n.seq for n in nodes)
+    assert all(w.kind == NODES for w in work)
+    with rt.store.begin() as tx:
+        after = tx.records_by_id(list(held))
+    # Released, and fenced: whatever the stopping worker still writes is refused.
+    assert all(r.lease_owner is None and r.fencing_token == tokens[i] + 1
+               for i, r in after.items())
+    rt.inprocess.dispatch(work)
+    story.finish()
+    assert_converged(story, "v")
+
+
+def test_a_step_whose_lease_is_lost_does_not_call_the_cloud(rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x")}))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    traversal_id = story.stack().traversal_id
+    assert traversal_id is not None
+    rt.engine.plan(traversal_id)
+    # A worker frozen past its lease wakes up: the keeper says its lease is no longer good.
+    rt.engine.leases.good = lambda owner: False  # type: ignore[method-assign]
+    follow = rt.engine.run_nodes(traversal_id, [0])
+    assert story.entities() == {}
+    assert story.current()["a"].physical_id is None
+    del rt.engine.leases.good  # the instance attribute: the class's method again
+    rt.inprocess.dispatch(follow or [Work(NODES, traversal_id, (0,))])
+    assert story.finish().stack_status == "CREATE_COMPLETE"
+    assert len(story.entities()) == 1
+
+
+def test_lease_keeper_renews_and_notices_a_takeover(rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x")}))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    rt.engine.plan(str(story.stack().traversal_id))
+    record = story.current()["a"]
+    clock = rt.clock
+    assert isinstance(clock, ManualClock)
+    keeper = rt.engine.leases
+    with rt.store.begin() as tx:
+        claimed = tx.claim_records([record.id], "w:1/x", tx.now + LEASE)
+    with keeper.holding("w:1/x"):
+        keeper.add("w:1/x", claimed, clock.now() + LEASE)
+        clock.advance(20)
+        keeper.renew()  # what its thread does every third of a lease
+        assert keeper.good("w:1/x")
+        with rt.store.begin() as tx:
+            assert tx.lease_expiry([record.id]) == clock.now() + LEASE
+        clock.advance(LEASE + 1)
+        assert not keeper.good("w:1/x")  # not renewed in time: the step must not act
+        with rt.store.begin() as tx:
+            assert tx.claim_records([record.id], "w:2/y", tx.now + LEASE)  # taken over
+        keeper.renew()
+        assert not keeper.good("w:1/x")
+
+
+def test_admin_reset_stops_a_stuck_stack_and_takes_the_next_request(
+        rt: Runtime, story: Story, tmp_path: Path) -> None:
+    story.create(template({"forever": res("x", wait_secs=-1), "b": res("y")}))
+    run_until(rt, lambda: "forever" in story.current() and
+              story.current()["forever"].status == "IN_PROGRESS")
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    b_id = story.current()["b"].id
+    with rt.store.begin() as tx:
+        tx.claim_records([b_id], "gone:1/x", tx.now + 3600)
+    result = CliRunner().invoke(cli, ["admin", "reset", "stack"], env={
+        "CONVERGENCE_DATABASE_URL": rt.settings.database_url,
+        "CONVERGENCE_PROJECT_ID": TENANT})
+    assert result.exit_code == 0, result.output
+    assert "CREATE_FAILED" in result.output
+    assert story.stack().stack_status == "CREATE_FAILED"
+    assert "reset by an administrator" in story.stack().status_reason
+    assert_no_leases(rt)
+    story.update(template({"forever": res("x"), "b": res("y")}))
+    assert story.finish().stack_status == "UPDATE_COMPLETE"
+    assert sorted(story.entities().values()) == ["x", "y"]
+
+
+def test_admin_reset_names_a_missing_stack(rt: Runtime) -> None:
+    result = CliRunner().invoke(cli, ["admin", "reset", "nope"], env={
+        "CONVERGENCE_DATABASE_URL": rt.settings.database_url,
+        "CONVERGENCE_PROJECT_ID": TENANT})
+    assert result.exit_code != 0
+    assert "nope" in result.output
+
+
+def test_plans_of_long_ended_traversals_are_purged(rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x")}))
+    story.finish()
+    story.update(template({"a": res("y")}))
+    story.finish()
+    clock = rt.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(3601)
+    report = Sweeper(rt.engine, 5.0).sweep()
+    assert report.counts["plan rows purged"] >= 2
+    stack_id = story.stack().id
+    with rt.store.begin() as tx:
+        stack = tx.stack(stack_id)
+        assert stack is not None and stack.traversal_id is not None
+        # The plans are gone; the stack is what it was, and takes the next request.
+        assert tx.node_states(stack.traversal_id) == {}
+    story.update(template({"a": res("z")}))
+    assert story.finish().stack_status == "UPDATE_COMPLETE"
+    assert list(story.entities().values()) == ["z"]
