@@ -6,6 +6,7 @@ as ``TemplateError`` with every problem and its path; the callers decide how to 
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,8 @@ _HEAT_TYPES = {
     "string": "String", "number": "Number", "comma_delimited_list": "CommaDelimitedList",
     "json": "Json", "boolean": "Boolean",
 }
+
+log = logging.getLogger(__name__)
 
 
 def default_catalog() -> PluginRegistry:
@@ -217,7 +220,7 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
         assert stack is not None
         traversal_id = begin_traversal(tx, stack, "CREATE", tid)
         stack = tx.stack(stack_id)
-    rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    _start(rt, traversal_id)
     assert stack is not None
     return stack
 
@@ -283,7 +286,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         return _stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accept)
-    rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    _start(rt, traversal_id)
     return stack
 
 
@@ -302,7 +305,7 @@ def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
 
     stack, traversal_id = rt.store.transact(accept)
     if traversal_id is not None:
-        rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+        _start(rt, traversal_id)
     return stack
 
 
@@ -335,8 +338,18 @@ def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = 
 
     stack, traversal_id = rt.store.transact(accept)
     if traversal_id is not None:
-        rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+        _start(rt, traversal_id)
     return stack
+
+
+def _start(rt: Runtime, traversal_id: str) -> None:
+    """Send a committed traversal's plan. The request is accepted once committed: if the
+    broker cannot take the message now, the sweeper plans the traversal (it finds every
+    traversal left waiting to be planned), so the caller is not told it failed."""
+    try:
+        rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
+    except Exception:
+        log.exception("could not send the plan of traversal %s: the sweeper will", traversal_id)
 
 
 def reset_stack(rt: Runtime, tenant: str, name_or_id: str) -> tuple[StackView, int]:

@@ -80,6 +80,10 @@ class LeaseKeeper:
         while True:
             self._wake.wait(max(self._lease / 3.0, 0.05))
             self._wake.clear()
+            with self._lock:
+                if not self._held:  # idle: the next batch starts the thread again
+                    self._thread = None
+                    return
             try:
                 self.renew()
             except Exception:  # the database may be back at the next turn

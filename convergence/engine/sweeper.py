@@ -83,6 +83,10 @@ class Sweeper:
         report = SweepReport(ran=True)
         try:
             self._sweep(report)
+            if force:  # someone waits for work: when may there be some?
+                with store.begin() as tx:
+                    due = sweeps.next_due(tx, self.period, lease)
+                report.recheck_at = None if due is None else due + 0.001
         finally:
             with store.begin() as tx:
                 sweeps.end_turn(tx, NAME, self.holder)
@@ -120,8 +124,6 @@ class Sweeper:
             report.work.extend(work)
         with store.begin() as tx:
             purged = sweeps.purge_nodes(tx, tx.now - PLAN_RETENTION_SECONDS, PURGE_TRAVERSALS)
-            due = sweeps.next_due(tx, self.period, lease)
-        report.recheck_at = None if due is None else due + 0.001
         if purged:
             report.counts["plan rows purged"] += purged
         for key in [k for k, v in report.counts.items() if not v]:
