@@ -319,3 +319,21 @@ def test_plans_of_long_ended_traversals_are_purged(rt: Runtime, story: Story) ->
     story.update(template({"a": res("z")}))
     assert story.finish().stack_status == "UPDATE_COMPLETE"
     assert list(story.entities().values()) == ["z"]
+
+
+def test_a_request_whose_plan_cannot_be_sent_is_accepted_and_planned_later(
+        rt: Runtime, story: Story) -> None:
+    assert rt.inprocess is not None
+    real = rt.inprocess.dispatch
+    down: list[int] = []
+
+    def broker_down(work: object) -> None:
+        down.append(1)
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    rt.inprocess.dispatch = broker_down  # type: ignore[method-assign,assignment]
+    stack = story.create(layered("v"))  # committed: accepted, though nothing was sent
+    assert down and stack.stack_status == "CREATE_IN_PROGRESS"
+    rt.inprocess.dispatch = real  # type: ignore[method-assign]
+    recover(story)
+    assert_converged(story, "v")

@@ -111,3 +111,10 @@ def test_a_failure_of_the_message_itself_counts_its_attempts() -> None:
     r = Recorder({}, fail={PLAN_T})
     drive(r.execute, r.send, r.retry, PLAN_T, attempt=2)
     assert r.retried == [(PLAN_T, 3)] and r.sent == []
+
+
+def test_a_stopping_worker_sends_its_follow_ups_instead_of_going_on() -> None:
+    # SIGTERM: the step in hand finishes; what it released goes to the other workers.
+    r = Recorder({PLAN_T: WAVE})
+    drive(r.execute, r.send, r.retry, PLAN_T, stopping=lambda: True)
+    assert r.ran == [PLAN_T] and r.sent == WAVE
