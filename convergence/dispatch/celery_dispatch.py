@@ -18,8 +18,10 @@ steps of a large one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -226,8 +228,9 @@ def _worker_init(sender: Any = None, **_: Any) -> None:
     global _celery_app
     _celery_app = getattr(sender, "app", None)
     _node["name"] = str(getattr(sender, "hostname", "") or "")
-    pool = getattr(sender, "pool_cls", None)
-    _node["prefork"] = pool is None or "prefork" in str(getattr(pool, "__module__", pool))
+    pool = getattr(sender, "pool_cls", None)  # a name ("prefork") or the class
+    where = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
+    _node["prefork"] = pool is None or "prefork" in str(where)
 
 
 def _worker_ready(**_: Any) -> None:
@@ -244,6 +247,14 @@ def _shutting_down(**_: Any) -> None:
     refused) so that others take the resources over at once."""
     if _runtime is not None and _runtime[0] == os.getpid():
         _runtime[1].engine.stopping.set()
+    if _node["prefork"]:
+        # The pool processes are told too, so that the batches in hand stop at the step in
+        # hand (an idle process just ends: Celery's warm shutdown ends them all anyway).
+        from billiard.process import active_children
+
+        for child in active_children():
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGTERM)
     grace = load_settings().shutdown_grace_seconds
     timer = threading.Timer(grace, _let_go_of_node, kwargs={"late": True})
     timer.daemon = True
@@ -287,6 +298,30 @@ def _process_init(**_: Any) -> None:
             log.exception("could not start the worker runtime")
 
 
+_graceful_pid = 0  # the pool process whose SIGTERM handler is ours
+
+
+def _graceful_child() -> None:
+    """In a pool process, once: SIGTERM lets the step in hand finish (see below). Installed at
+    the first task, since billiard installs its own handlers after the process initializer."""
+    global _graceful_pid
+    if _node["prefork"] and _graceful_pid != os.getpid():
+        _graceful_pid = os.getpid()
+        signal.signal(signal.SIGTERM, _child_terminated)
+
+
+def _child_terminated(signum: int, frame: Any) -> None:
+    """SIGTERM reached a pool process (sent to the whole process group, as some supervisors
+    do): like the warm shutdown its main process makes, the step in hand reaches its commit
+    point, nothing more goes on inline, and the process ends after the grace period at the
+    latest (its main lets go of any lease it still holds)."""
+    if _runtime is not None and _runtime[0] == os.getpid():
+        _runtime[1].engine.stopping.set()
+    timer = threading.Timer(load_settings().shutdown_grace_seconds, os._exit, (0,))
+    timer.daemon = True
+    timer.start()
+
+
 def _process_shutdown(**_: Any) -> None:
     """Graceful shutdown of a process: stop sweeping and beating, and mark its worker row
     stopped."""
@@ -319,6 +354,7 @@ def _execute_task(task: Task, work_json: dict[str, Any], attempt: int = 0) -> No
         send(app, [work], attempt, RETRY_DELAY_SECONDS * attempt)
 
     execute = _worker_execute(app)
+    _graceful_child()
     assert _runtime is not None
     engine = _runtime[1].engine
     drive(execute, lambda work: send(app, work), retry, Work.from_json(work_json), attempt,

@@ -23,7 +23,16 @@ from dataclasses import dataclass, field
 from convergence.engine.definitions import DefinitionCache
 from convergence.engine.leases import LeaseKeeper
 from convergence.engine.stackdata import RecordData
-from convergence.engine.step import DONE, FAILED, PENDING, RETRY, StepInput, Stepper, StepResult
+from convergence.engine.step import (
+    DONE,
+    FAILED,
+    PENDING,
+    RELEASED,
+    RETRY,
+    StepInput,
+    Stepper,
+    StepResult,
+)
 from convergence.engine.traversals import begin_rollback, stack_event
 from convergence.engine.work import FINISH, NODES, PLAN, Work, batches, merge
 from convergence.graph.plan import RecordInfo, build_plan, choose_records
@@ -338,6 +347,12 @@ class Engine:
             assert node.record_id is not None
             record = batch.records[node.record_id]
             token = record.fencing_token
+            if self.stopping.is_set():
+                # This process was told to stop: the steps not started yet are let go of at
+                # the batch's commit, and offered to the other workers at once.
+                results.append(StepResult(node.seq, RELEASED,
+                                          [RecordChange(record.id, token, {})]))
+                continue
             # Every claim adds one to the token: more than one means someone claimed before.
             inp = StepInput(stack=stack, traversal_id=trav.id, generation=trav.generation,
                             template_id=trav.template_id, definition=batch.definition,
@@ -438,10 +453,13 @@ class Engine:
         follow: list[Work] = []
         done: list[int] = []
         failed: list[int] = []
+        released: list[int] = []
         failure = ""
         for r in results:
             if r.outcome == DONE:
                 done.append(r.seq)
+            elif r.outcome == RELEASED:
+                released.append(r.seq)
             elif r.outcome == FAILED:
                 failed.append(r.seq)
                 failure = failure or r.reason
@@ -468,7 +486,7 @@ class Engine:
         if go_on and ready and not finished:
             take, ready = ready[:self.batch_size], ready[self.batch_size:]
             nxt = self._prepare(tx, trav, stack, tx.nodes(trav.id, take), owner)
-        follow.extend(batches(trav.id, ready, self.batch_size))
+        follow.extend(batches(trav.id, ready + released, self.batch_size))
         if finished:
             follow.append(Work(FINISH, trav.id))
         return follow, nxt

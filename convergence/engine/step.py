@@ -33,12 +33,13 @@ from convergence.template.properties import with_defaults
 log = logging.getLogger(__name__)
 
 DONE, FAILED, PENDING, RETRY = "done", "failed", "pending", "retry"
+RELEASED = "released"  # not started: the lease let go of, the node offered to others
 
 
 @dataclass(slots=True)
 class StepResult:
     seq: int
-    outcome: str  # done | failed | pending | retry
+    outcome: str  # done | failed | pending | retry | released
     changes: list[RecordChange] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     delay: float = 0.0
