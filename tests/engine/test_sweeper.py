@@ -337,3 +337,22 @@ def test_a_request_whose_plan_cannot_be_sent_is_accepted_and_planned_later(
     rt.inprocess.dispatch = real  # type: ignore[method-assign]
     recover(story)
     assert_converged(story, "v")
+
+
+def test_a_stopping_engine_starts_no_step_and_hands_its_batch_on(
+        rt: Runtime, story: Story) -> None:
+    story.create(template({f"r{i}": res(f"v{i}") for i in range(5)}))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    traversal_id = str(story.stack().traversal_id)
+    ready = [s for w in rt.engine.plan(traversal_id) for s in w.seqs]
+    rt.engine.stopping.set()  # SIGTERM arrived
+    follow = rt.engine.run_nodes(traversal_id, ready)
+    assert story.entities() == {}
+    assert sorted(s for w in follow for s in w.seqs) == sorted(ready)
+    assert all(w.expect is None and w.countdown == 0 for w in follow)
+    assert_no_leases(rt)  # let go of at the batch's commit: others take them at once
+    rt.engine.stopping.clear()  # another worker, in effect
+    rt.inprocess.dispatch(follow)
+    assert recover(story).stack_status == "CREATE_COMPLETE"
+    assert sorted(story.entities().values()) == [f"v{i}" for i in range(5)]
