@@ -140,10 +140,12 @@ class Engine:
             plugin = self._plugins[type_name] = cls()  # type: ignore[assignment]
         return plugin
 
-    def _context(self, stack: StackView, record: RecordView) -> PluginContext:
+    def _context(self, stack: StackView, record: RecordView,
+                 lease_good: Callable[[], bool] = lambda: True) -> PluginContext:
         return PluginContext(owner=f"{stack.id}/{record.id}", stack_id=stack.id,
                              stack_name=stack.name, resource_name=record.name,
-                             now=self.store.clock, test_entities=self.test_entities)
+                             now=self.store.clock, test_entities=self.test_entities,
+                             lease_good=lease_good)
 
     def _replace(self, inp: StepInput, rtype: str) -> RecordView | None:
         """Create the new version of a record and point the node at it (one transaction)."""

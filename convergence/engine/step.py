@@ -79,7 +79,7 @@ class Stepper:
     """Runs node steps with a plugin registry, a clock and the plugins' backends."""
 
     def __init__(self, plugins: Callable[[str], ResourcePlugin | None],
-                 context: Callable[[StackView, RecordView], PluginContext],
+                 context: Callable[[StackView, RecordView, Callable[[], bool]], PluginContext],
                  replace: Callable[[StepInput, str], RecordView | None],
                  now: Callable[[], float],
                  deletion_policy: Callable[[RecordView], str] = lambda record: "Delete",
@@ -191,7 +191,7 @@ class Stepper:
         """Start (or poll) ``verb`` toward ``props``. ``old``: the properties an update starts
         from (default: the record's). ``settle``: the operation is an older definition's; once
         it ends, record what it made and go again (the node is not done)."""
-        ctx = self._context(inp.stack, record)
+        ctx = self._context(inp.stack, record, inp.lease_good)
         try:
             _check_lease(inp)
             if poll:
@@ -278,7 +278,7 @@ class Stepper:
         if plugin is None:
             return self.fail(inp, record, inp.token, DELETE,
                                 f"resource type '{record.type}' is not available")
-        ctx = self._context(inp.stack, record)
+        ctx = self._context(inp.stack, record, inp.lease_good)
         events: list[NewEvent] = []
         try:
             _check_lease(inp)

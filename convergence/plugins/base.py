@@ -84,6 +84,15 @@ class PluginContext:
     resource_name: str
     now: Callable[[], float]
     test_entities: TestEntities | None = None
+    # Whether the engine still holds the resource's lease: a plugin asks right before each
+    # change it makes in the cloud, so that a worker that woke up past its lease (frozen,
+    # or too slow) changes nothing that is someone else's now.
+    lease_good: Callable[[], bool] = lambda: True
+
+    def check_lease(self) -> None:
+        """Raise :class:`RetryLater` if the lease is gone (call right before a change)."""
+        if not self.lease_good():
+            raise RetryLater("the lease was lost: the resource is someone else's now", 0.0)
 
 
 class ResourcePlugin(Protocol):

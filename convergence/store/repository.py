@@ -364,8 +364,9 @@ class Tx:
         for chunk in _chunks(sorted(set(record_ids))):
             self.conn.execute(update(T_RES).where(
                 T_RES.c.id.in_(chunk),
-                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now,
-                    T_RES.c.lease_owner == owner),
+                # Nobody's (a poll watch is nobody's), or already ours. An expired lease of
+                # someone else is the sweeper's to take over, which says so in an event.
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_owner == owner),
             ).values(lease_owner=owner, lease_expires=until,
                      fencing_token=T_RES.c.fencing_token + 1))
             rows = self.conn.execute(select(T_RES.c.id, T_RES.c.fencing_token).where(
@@ -382,8 +383,9 @@ class Tx:
         for chunk in _chunks(sorted(set(record_ids))):
             rows = self.conn.execute(update(T_RES).where(
                 T_RES.c.id.in_(chunk),
-                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now,
-                    T_RES.c.lease_owner == owner),
+                # Nobody's (a poll watch is nobody's), or already ours. An expired lease of
+                # someone else is the sweeper's to take over, which says so in an event.
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_owner == owner),
             ).values(lease_owner=owner, lease_expires=until,
                      fencing_token=T_RES.c.fencing_token + 1).returning(*T_RES.c))
             claimed.update({r.id: _record(r) for r in rows})

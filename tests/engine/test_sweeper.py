@@ -264,7 +264,8 @@ def test_lease_keeper_renews_and_notices_a_takeover(rt: Runtime, story: Story) -
         clock.advance(LEASE + 1)
         assert not keeper.good("w:1/x")  # not renewed in time: the step must not act
         with rt.store.begin() as tx:
-            assert tx.claim_records([record.id], "w:2/y", tx.now + LEASE)  # taken over
+            assert sweeps.take_over_expired(tx, 10)  # the sweeper takes it over
+            assert tx.claim_records([record.id], "w:2/y", tx.now + LEASE)
         keeper.renew()
         assert not keeper.good("w:1/x")
 

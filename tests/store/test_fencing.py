@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from convergence.clock import ManualClock
+from convergence.store import sweeps
 from convergence.store.db import make_engine
 from convergence.store.migrate import ensure_schema
 from convergence.store.repository import Store
@@ -46,8 +47,12 @@ def test_an_expired_lease_is_taken_over_and_the_late_writer_is_refused(
         token_a = tx.claim_records([record], "worker-a", tx.now + 30)[record].fencing_token
     clock.advance(31)  # worker-a went silent past its lease
     with store.begin() as tx:
+        # Not by a claim: taking over is the sweeper's, which bumps the token and says so.
+        assert tx.claim_records([record], "worker-b", tx.now + 30) == {}
+        taken = sweeps.take_over_expired(tx, 100)
+        assert [(t.record_id, t.owner) for t in taken] == [(record, "worker-a")]
         token_b = tx.claim_records([record], "worker-b", tx.now + 30)[record].fencing_token
-    assert token_b == token_a + 1
+    assert token_b == token_a + 2
     with store.begin() as tx:
         applied = tx.apply_many([RecordChange(record, token_a, {"physical_id": "late"})])
         single = tx.apply(RecordChange(record, token_a, {"physical_id": "late"}))

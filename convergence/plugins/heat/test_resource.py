@@ -162,9 +162,11 @@ def _ensure(ctx: PluginContext, entities: TestEntities, entity_id: str | None,
     if entity_id is None or entities.get(entity_id) is None:
         found = entities.find(ctx.owner)
         if found is None:
+            ctx.check_lease()
             return entities.create(ctx.owner, value)
         entity_id = found[0]
     if entities.get(entity_id) != value:
+        ctx.check_lease()
         entities.update(entity_id, value)
     return entity_id
 
@@ -176,9 +178,11 @@ def _remove(ctx: PluginContext, entities: TestEntities, entity_id: str | None) -
     id leaves one that only the owner key finds.
     """
     if entity_id is not None and entities.get(entity_id) is not None:
+        ctx.check_lease()
         entities.delete(entity_id)
     found = entities.find(ctx.owner)
     if found is not None:
+        ctx.check_lease()
         entities.delete(found[0])
 
 

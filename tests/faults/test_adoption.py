@@ -1,0 +1,66 @@
+"""A step killed between the cloud call and its database write: adopted, not duplicated.
+
+A worker runs with ``CONVERGENCE_TEST_BACKEND_LATENCY=2``: each test-backend call takes effect
+at once and answers two seconds later. As soon as an entity exists whose record (the
+``resources`` row named by the entity's owner) has no ``physical_id`` yet and is leased by that
+worker, the worker is killed (``kill -9``). After recovery the record's physical id is that
+very entity and it is the only one its owner ever had: the step that took over found it by its
+owner and adopted it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.faults.cluster import FaultCluster, WorkerProcess, owner_pids, wait_for
+from tests.faults.conftest import settle
+from tests.faults.workload import Workload
+
+ROUNDS = 2
+
+
+def _unrecorded(cluster: FaultCluster, worker: WorkerProcess, stack_id: str) -> list[Any]:
+    """Entities of the stack whose record has no physical id and is leased by ``worker``."""
+    pids = set(worker.group())
+    rows = cluster.query(
+        "SELECT e.id, e.owner, r.id AS record, r.lease_owner FROM test_entities e "
+        "JOIN resources r ON e.owner = r.stack_id || '/' || r.id::text "
+        "WHERE r.stack_id = :s AND r.physical_id IS NULL AND e.deleted_at IS NULL "
+        "AND r.lease_owner IS NOT NULL", s=stack_id)
+    return [r for r in rows if r.lease_owner.startswith(worker.node + ":")
+            or owner_pids(r.lease_owner) & pids]
+
+
+def _round(cluster: FaultCluster, workload: Workload, name: str) -> None:
+    slow = cluster.start_worker(name, CONVERGENCE_TEST_BACKEND_LATENCY="2")
+    try:
+        cluster.wait_ready([slow])
+        t = workload.create("wide", size=20)
+        assert t.id is not None
+        stack_id = t.id
+        caught = wait_for(lambda: _unrecorded(cluster, slow, stack_id), 60)
+        if not caught:
+            pytest.fail(f"never caught {slow.node} between a create and its write\n"
+                        f"{slow.tail()}", pytrace=False)
+        slow.hold = True  # not started again: the kill is the point
+        fault = cluster.kill9(slow)
+        settle(cluster, [t], [fault])
+        for entity in caught:
+            ever = cluster.query("SELECT id, deleted_at FROM test_entities WHERE owner = :o",
+                                 o=entity.owner)
+            record = cluster.query("SELECT physical_id FROM resources WHERE id = :r",
+                                   r=entity.record)
+            assert [e.id for e in ever] == [entity.id], \
+                f"{entity.owner}: entities ever created {[tuple(e) for e in ever]}"
+            assert record and record[0].physical_id == entity.id, \
+                f"{entity.owner}: the record has {record}, the entity is {entity.id}"
+    finally:
+        cluster.retire(slow)
+
+
+def test_create_interrupted_after_the_cloud_call_is_adopted(cluster: FaultCluster,
+                                                            workload: Workload) -> None:
+    for i in range(ROUNDS):
+        _round(cluster, workload, f"adopt{i}")
