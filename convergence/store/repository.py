@@ -476,6 +476,8 @@ class Tx:
 
     # nodes --------------------------------------------------------------------------------
     def insert_nodes(self, traversal_id: str, nodes: Sequence[Any]) -> None:
+        if not nodes:  # a plan with nothing to do (COPY would read an empty line as a row)
+            return
         if self._postgres:
             self._copy_nodes(traversal_id, nodes)
             return
