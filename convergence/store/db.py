@@ -43,11 +43,13 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 TRANSACTION_CONTROL = "convergence_transaction_control"
 
 _SQLITE_PRAGMAS = (
+    # First: the pragmas after it (journal_mode needs a lock) then wait for a busy database
+    # instead of failing at once with "database is locked" (processes starting together).
+    "PRAGMA busy_timeout=30000",
     "PRAGMA journal_mode=WAL",
     # With WAL, NORMAL loses at most the last commits on power loss, never consistency.
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-    "PRAGMA busy_timeout=30000",
 )
 
 # Per process: API workers and Celery workers each hold a pool; PostgreSQL's default
