@@ -256,9 +256,28 @@ def _shutting_down(**_: Any) -> None:
             with contextlib.suppress(OSError):
                 os.kill(child.pid, signal.SIGTERM)
     grace = load_settings().shutdown_grace_seconds
-    timer = threading.Timer(grace, _let_go_of_node, kwargs={"late": True})
+    timer = threading.Timer(grace, _past_grace)
     timer.daemon = True
     timer.start()
+
+
+def _past_grace() -> None:
+    """Steps still running after the grace period: nothing of this node may act any more
+    before its leases go to others (a step that is still acting would do so next to the
+    resource's new holder). Pool processes are killed; steps on threads of this process
+    are told that their leases are gone, so they call the cloud no more."""
+    if _node["prefork"]:
+        from billiard.process import active_children
+
+        children = active_children()
+        for child in children:
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGKILL)
+        for child in children:
+            child.join(5.0)
+    elif _runtime is not None and _runtime[0] == os.getpid():
+        _runtime[1].engine.leases.revoke()
+    _let_go_of_node(late=True)
 
 
 def _let_go_of_node(late: bool = False) -> None:

@@ -69,6 +69,12 @@ class LeaseKeeper:
                 if not held.ids - set(ids):  # the first claim: good until its lease ends
                     held.good_until = until
 
+    def revoke(self) -> None:
+        """Every lease in hand is gone from now on (the process is letting go of them)."""
+        with self._lock:
+            for held in self._held.values():
+                held.good_until = 0.0
+
     def good(self, owner: str) -> bool:
         """Whether ``owner``'s leases are still good by the last renewal (a step asks before
         it calls the cloud)."""
