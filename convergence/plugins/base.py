@@ -56,6 +56,9 @@ class Progress:
         return cls(False, physical_id, state, delay, None)
 
 
+Guard = Callable[[], None]
+
+
 class TestEntities(Protocol):
     """The backend of OS::Heat::TestResource: entities keyed by id, owned by a record."""
 
@@ -63,11 +66,13 @@ class TestEntities(Protocol):
         """The live entity of ``owner`` as (id, value), if any."""
         ...
 
-    def create(self, owner: str, value: str) -> str: ...
+    # ``guard``: called right before the change is made (it raises to prevent it): the
+    # engine's lease check, as close to the change as the backend can put it.
+    def create(self, owner: str, value: str, *, guard: Guard | None = None) -> str: ...
 
-    def update(self, entity_id: str, value: str) -> None: ...
+    def update(self, entity_id: str, value: str, *, guard: Guard | None = None) -> None: ...
 
-    def delete(self, entity_id: str) -> None: ...
+    def delete(self, entity_id: str, *, guard: Guard | None = None) -> None: ...
 
     def get(self, entity_id: str) -> str | None:
         """The value of a live entity, or None when it does not exist."""

@@ -13,9 +13,17 @@ from typing import cast
 
 from sqlalchemy import Engine, Table, insert, select, update
 
+from convergence.plugins.base import Guard
 from convergence.store.models import TestEntityRow
 
 T = cast(Table, TestEntityRow.__table__)
+
+
+def _call(guard: Guard | None) -> None:
+    """The caller's last check, inside the transaction, with its connection in hand: nothing
+    but the statement itself stands between it and the change."""
+    if guard is not None:
+        guard()
 
 
 class SqlTestEntities:
@@ -39,24 +47,27 @@ class SqlTestEntities:
                 T.c.owner == owner, T.c.deleted_at.is_(None))).first()
         return (row.id, row.value) if row is not None else None
 
-    def create(self, owner: str, value: str) -> str:
+    def create(self, owner: str, value: str, *, guard: Guard | None = None) -> str:
         entity_id = str(uuid.uuid4())
         with self._engine.begin() as conn:
+            _call(guard)
             conn.execute(insert(T).values(id=entity_id, owner=owner, value=value,
                                           created_at=self._now()))
         self._answer()
         return entity_id
 
-    def update(self, entity_id: str, value: str) -> None:
+    def update(self, entity_id: str, value: str, *, guard: Guard | None = None) -> None:
         with self._engine.begin() as conn:
+            _call(guard)
             result = conn.execute(update(T).where(T.c.id == entity_id, T.c.deleted_at.is_(None))
                                   .values(value=value))
         self._answer()
         if result.rowcount != 1:
             raise KeyError(entity_id)
 
-    def delete(self, entity_id: str) -> None:
+    def delete(self, entity_id: str, *, guard: Guard | None = None) -> None:
         with self._engine.begin() as conn:
+            _call(guard)
             conn.execute(update(T).where(T.c.id == entity_id, T.c.deleted_at.is_(None))
                          .values(deleted_at=self._now()))
         self._answer()

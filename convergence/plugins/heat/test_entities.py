@@ -12,6 +12,8 @@ import threading
 import uuid
 from collections import Counter
 
+from convergence.plugins.base import Guard
+
 
 class MemoryTestEntities:
     """Entities in a dict, safe to share between the threads of a test's workers."""
@@ -31,24 +33,30 @@ class MemoryTestEntities:
                     return entity_id, value
         return None
 
-    def create(self, owner: str, value: str) -> str:
+    def create(self, owner: str, value: str, *, guard: Guard | None = None) -> str:
         # Like a cloud API, creating never looks for an existing entity: adopting one is the
         # caller's job, and created_count is how tests catch a caller that forgot.
         entity_id = str(uuid.uuid4())
         with self._lock:
+            if guard is not None:
+                guard()
             self._live[entity_id] = (owner, value)
             self._created[owner] += 1
         return entity_id
 
-    def update(self, entity_id: str, value: str) -> None:
+    def update(self, entity_id: str, value: str, *, guard: Guard | None = None) -> None:
         """Set the value of a live entity; KeyError if there is none with this id."""
         with self._lock:
+            if guard is not None:
+                guard()
             owner, _ = self._live[entity_id]
             self._live[entity_id] = (owner, value)
 
-    def delete(self, entity_id: str) -> None:
+    def delete(self, entity_id: str, *, guard: Guard | None = None) -> None:
         """Remove an entity; removing one that is already gone is not an error."""
         with self._lock:
+            if guard is not None:
+                guard()
             self._live.pop(entity_id, None)
 
     def get(self, entity_id: str) -> str | None:

@@ -162,12 +162,10 @@ def _ensure(ctx: PluginContext, entities: TestEntities, entity_id: str | None,
     if entity_id is None or entities.get(entity_id) is None:
         found = entities.find(ctx.owner)
         if found is None:
-            ctx.check_lease()
-            return entities.create(ctx.owner, value)
+            return entities.create(ctx.owner, value, guard=ctx.check_lease)
         entity_id = found[0]
     if entities.get(entity_id) != value:
-        ctx.check_lease()
-        entities.update(entity_id, value)
+        entities.update(entity_id, value, guard=ctx.check_lease)
     return entity_id
 
 
@@ -178,12 +176,10 @@ def _remove(ctx: PluginContext, entities: TestEntities, entity_id: str | None) -
     id leaves one that only the owner key finds.
     """
     if entity_id is not None and entities.get(entity_id) is not None:
-        ctx.check_lease()
-        entities.delete(entity_id)
+        entities.delete(entity_id, guard=ctx.check_lease)
     found = entities.find(ctx.owner)
     if found is not None:
-        ctx.check_lease()
-        entities.delete(found[0])
+        entities.delete(found[0], guard=ctx.check_lease)
 
 
 def _wait(ctx: PluginContext, action: str, entity_id: str | None, props: Mapping[str, Any],
