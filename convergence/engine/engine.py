@@ -161,7 +161,7 @@ class Engine:
                 return None
             tx.set_node_record(inp.traversal_id, inp.node.seq, new_id)
             tx.claim([new_id], owner, tx.now + self.lease_seconds)
-            self.leases.add(owner, [new_id], tx.now + self.lease_seconds)
+            self.leases.add(owner, [new_id])
             return tx.records_by_id([new_id])[new_id]
 
     def _deletion_policy(self, record: RecordView) -> str:
@@ -282,7 +282,7 @@ class Engine:
             return None
         record_ids = [n.record_id for n in nodes if n.record_id is not None]
         records = tx.claim_records(record_ids, owner, tx.now + self.lease_seconds)
-        self.leases.add(owner, records, tx.now + self.lease_seconds)
+        self.leases.add(owner, records)
         definition = self._definition(trav, tx)
         unclaimed = [n for n in nodes if n.record_id not in records]
         gone: list[NodeView] = []
@@ -336,7 +336,7 @@ class Engine:
             for n in rebuild:
                 tx.set_node_record(trav.id, n.seq, found[n.name])
             claimed = tx.claim_records(list(found.values()), owner, tx.now + self.lease_seconds)
-            self.leases.add(owner, claimed, tx.now + self.lease_seconds)
+            self.leases.add(owner, claimed)
             records.update(claimed)
         moved = {n.seq: dataclasses.replace(n, record_id=found[n.name]) for n in rebuild}
         keep = [moved.get(n.seq, n) for n in nodes if n not in gone]

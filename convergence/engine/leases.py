@@ -60,14 +60,13 @@ class LeaseKeeper:
             with self._lock:
                 self._held.pop(owner, None)
 
-    def add(self, owner: str, ids: Iterable[int], until: float) -> None:
-        """Records ``owner`` just claimed, leased until ``until``."""
+    def add(self, owner: str, ids: Iterable[int]) -> None:
+        """Records ``owner`` just claimed (good, until renewed, for a lease from the start of
+        :meth:`holding`, which is no later than the claim)."""
         with self._lock:
             held = self._held.get(owner)
             if held is not None:
                 held.ids.update(ids)
-                if not held.ids - set(ids):  # the first claim: good until its lease ends
-                    held.good_until = until
 
     def revoke(self) -> None:
         """Every lease in hand is gone from now on (the process is letting go of them)."""

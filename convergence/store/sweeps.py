@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, and_, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -73,9 +73,9 @@ _TAKEN_COLUMNS = (T_RES.c.id, T_RES.c.stack_id, T_RES.c.name, T_RES.c.type,
                   T_RES.c.physical_id, T_RES.c.action, T_RES.c.status, T_RES.c.lease_owner)
 
 
-def _taken(rows: Iterable[object]) -> list[TakenOver]:
-    return [TakenOver(r.id, r.stack_id, r.name, r.type, r.physical_id,  # type: ignore[attr-defined]
-                      r.action, r.status, r.lease_owner) for r in rows]  # type: ignore[attr-defined]
+def _taken(rows: Iterable[Any]) -> list[TakenOver]:
+    return [TakenOver(r.id, r.stack_id, r.name, r.type, r.physical_id, r.action, r.status,
+                      r.lease_owner) for r in rows]
 
 
 def take_over_expired(tx: Tx, limit: int) -> list[TakenOver]:

@@ -255,7 +255,7 @@ def test_lease_keeper_renews_and_notices_a_takeover(rt: Runtime, story: Story) -
     with rt.store.begin() as tx:
         claimed = tx.claim_records([record.id], "w:1/x", tx.now + LEASE)
     with keeper.holding("w:1/x"):
-        keeper.add("w:1/x", claimed, clock.now() + LEASE)
+        keeper.add("w:1/x", claimed)
         clock.advance(20)
         keeper.renew()  # what its thread does every third of a lease
         assert keeper.good("w:1/x")
