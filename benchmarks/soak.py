@@ -43,7 +43,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the fault tier's machinery, shared with the tests
 from tests.faults import invariants  # noqa: E402
 from tests.faults.chaos import MessageChaos  # noqa: E402
-from tests.faults.cluster import Fault, FaultCluster, Timing  # noqa: E402
+from tests.faults.cluster import DATABASE, Fault, FaultCluster, Timing  # noqa: E402
 from tests.faults.workload import SHAPES, TENANT, Tracked, Workload, mutate, template  # noqa: E402
 
 KINDS: dict[str, float] = {  # fault kind -> weight
@@ -51,6 +51,17 @@ KINDS: dict[str, float] = {  # fault kind -> weight
     "pg_terminate_backend": 10, "postgres restart": 4, "API killed after commit": 5,
     "messages": 8,
 }
+
+# Faults on what the sweeper and the let-go need, and how long before a worker fault one may
+# still be going on (a restart is recorded once done; the API's failures last after it).
+SERVICE_FAULTS = ("redis restart", "pg_terminate_backend", "postgres restart")
+SERVICE_OUTAGE = 15.0
+
+
+def _figures(times: list[float]) -> str:
+    if not times:
+        return "none"
+    return f"median {statistics.median(times):.2f} s, max {max(times):.2f} s"
 
 
 class Soak:
@@ -61,7 +72,7 @@ class Soak:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.tracked: list[Tracked] = []  # every stack ever created, deleted ones too
-        self.recovery: dict[str, list[float]] = {"kill -9": [], "SIGTERM": []}
+        self.recovery: dict[str, list[tuple[Fault, float]]] = {"kill -9": [], "SIGTERM": []}
         self.unrecovered: dict[str, int] = {"kill -9": 0, "SIGTERM": 0}
         self.threads: list[threading.Thread] = []  # the workload, the faults, their helpers
         self.measures: list[threading.Thread] = []  # recovery measurements, left to finish
@@ -150,7 +161,7 @@ class Soak:
                 if took is None:
                     self.unrecovered[kind] += 1
                 else:
-                    self.recovery[kind].append(took)
+                    self.recovery[kind].append((fault, took))
 
         thread = threading.Thread(target=wait, name="measure", daemon=True)
         thread.start()
@@ -222,6 +233,14 @@ class Soak:
         report = invariants.problems(self.cluster, self.tracked, self.cluster.faults)
         return self.print(report, quiet, last_fault)
 
+    def overlapped(self, fault: Fault, took: float) -> bool:
+        """Whether PostgreSQL or Redis was restarted, or its sessions killed, while the
+        worker's leases were waiting (from a while before, since a restart takes seconds):
+        the sweeper and the let-go cannot work without them."""
+        return any(other.kind in SERVICE_FAULTS
+                   and fault.at - SERVICE_OUTAGE <= other.at <= fault.at + took
+                   for other in self.cluster.faults)
+
     def print(self, report: invariants.Report, quiet: float | None, last_fault: float) -> int:
         c = self.cluster
         states = {s: int(n) for s, n in c.query("SELECT state, count(*) FROM traversals "
@@ -235,14 +254,16 @@ class Soak:
               f"unfinished {states.get('RUNNING', 0) + states.get('PLANNING', 0)})")
         print("faults injected: " + (", ".join(f"{k}: {n}" for k, n in
                                                sorted(c.kinds.items())) or "none"))
-        for kind, times in self.recovery.items():
-            if times:
-                print(f"recovery after {kind}: median {statistics.median(times):.2f} s, max "
-                      f"{max(times):.2f} s ({len(times)} that left leases, "
-                      f"{self.unrecovered[kind]} never recovered)")
-            else:
+        for kind, measured in self.recovery.items():
+            if not measured:
                 print(f"recovery after {kind}: no such fault left leases behind "
                       f"({self.unrecovered[kind]} never recovered)")
+                continue
+            alone = [took for fault, took in measured if not self.overlapped(fault, took)]
+            print(f"recovery after {kind}: {_figures([t for _, t in measured])} "
+                  f"({len(measured)} that left leases, {self.unrecovered[kind]} never "
+                  f"recovered); without a service fault meanwhile: {_figures(alone)} "
+                  f"({len(alone)})")
         print("quiet after the last fault: " + (f"{quiet:.1f} s" if quiet is not None else
                                                 "NOT within the bound"))
         counts = report.counts
@@ -278,7 +299,8 @@ def main() -> None:
     parser.add_argument("--quiet-timeout", type=float, default=None,
                         help="give up waiting for quiet after this (default: lease + sweep "
                         "+ 300 s)")
-    parser.add_argument("--keep", action="store_true", help="keep the logs folder")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the logs and a dump of the database (kept anyway on failure)")
     args = parser.parse_args()
     # A SIGTERM (a CI timeout) ends the run through the cleanup below, not around it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -294,11 +316,18 @@ def main() -> None:
         print(f"soak running for {args.minutes} min; logs in {cluster.logs}", flush=True)
         status = Soak(cluster, args).run()
     finally:
+        if args.keep or status != 0:
+            try:  # the database, for reading what happened
+                assert cluster.pg is not None
+                cluster.pg.dump(DATABASE, folder / "database.sql")
+                print(f"database dumped to {folder / 'database.sql'}")
+            except Exception as exc:
+                print(f"(database not dumped: {exc})")
         cluster.close()
         if not args.keep and status == 0:
             shutil.rmtree(folder, ignore_errors=True)
         else:
-            print(f"logs kept in {cluster.logs}")
+            print(f"logs kept in {folder}")
     sys.exit(status)
 
 

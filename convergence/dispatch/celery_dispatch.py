@@ -172,10 +172,13 @@ _runtime: tuple[int, Runtime] | None = None  # (pid, Runtime): built once per wo
 _heartbeat: Heartbeat | None = None  # this worker process's (convergence.heartbeat)
 _sweep_loop: SweepLoop | None = None  # this worker process's sweeper thread
 _celery_app: Celery | None = None  # the worker's app, for the pool processes' start hook
-# The Celery node (``--hostname``) this process belongs to, and its pool: set when the
-# worker starts, before the pool forks. Every process of a node has a worker id
-# "{node}:{pid}", so that the node's leases are those whose owner starts with "{node}:".
-_node: dict[str, Any] = {"name": "", "prefork": True}
+# The Celery node (``--hostname``) this process belongs to, its pool, and this start of it
+# ("{main pid}.{random}"): set when the worker starts, before the pool forks. Every process of
+# a node has a worker id "{node}:{start}:{pid}", so that the leases of this start of the node
+# are those whose owner begins with "{node}:{start}:". A node started again after a crash
+# (same name, maybe the same pid in a container) is another start: what the crashed one held
+# is the sweeper's to take over, with an event, not the new start's to let go of.
+_node: dict[str, Any] = {"name": "", "prefork": True, "start": ""}
 
 
 def _worker_execute(app: Celery) -> Execute:
@@ -205,8 +208,13 @@ def _worker_execute(app: Celery) -> Execute:
 
 def _worker_id() -> str:
     if _node["name"]:
-        return f"{_node['name']}:{os.getpid()}"
+        return f"{_node_prefix()}{os.getpid()}"
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _node_prefix() -> str:
+    """What the worker ids of this start of the node begin with."""
+    return f"{_node['name']}:{_node['start']}:"
 
 
 def _start_background(rt: Runtime) -> None:
@@ -228,6 +236,7 @@ def _worker_init(sender: Any = None, **_: Any) -> None:
     global _celery_app
     _celery_app = getattr(sender, "app", None)
     _node["name"] = str(getattr(sender, "hostname", "") or "")
+    _node["start"] = f"{os.getpid()}.{uuid.uuid4().hex[:6]}"
     pool = getattr(sender, "pool_cls", None)  # a name ("prefork") or the class
     where = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
     _node["prefork"] = pool is None or "prefork" in str(where)
@@ -295,7 +304,7 @@ def _let_go_of_node(late: bool = False) -> None:
             rt, own = open_runtime(settings, migrate=False,
                                    dispatcher=CeleryDispatcher(settings, app=_celery_app)), True
         try:
-            work = let_go(rt.engine, f"{_node['name']}:")
+            work = let_go(rt.engine, _node_prefix())
             if work:
                 if late:
                     log.warning("steps still running after the grace period: their "

@@ -26,6 +26,7 @@ from convergence.plugins.base import (
     ResourcePlugin,
     RetryLater,
 )
+from convergence.store.errors import unreachable
 from convergence.store.views import NewEvent, NodeView, RecordChange, RecordView, StackView
 from convergence.template import StackDefinition, StackIdentity, TemplateError, UnknownValue
 from convergence.template.properties import with_defaults
@@ -96,6 +97,10 @@ class Stepper:
                 return self._converge(inp)
             return self._cleanup(inp)
         except Exception as exc:  # a plugin bug must fail the resource, not the worker
+            if unreachable(exc):
+                # The engine's database is away (a plugin's own backend says RetryLater): not
+                # the resource's fault. The batch ends here and its work is offered again.
+                raise
             log.exception("step of %s failed unexpectedly", inp.node.name)
             return self.fail(inp, inp.record, inp.token, inp.record.action if
                                 inp.record.action != "INIT" else CREATE,

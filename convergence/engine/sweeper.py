@@ -130,15 +130,18 @@ class Sweeper:
             del report.counts[key]
 
 
-def _record_takeovers(tx: Tx, taken: Sequence[TakenOver]) -> None:
-    """An event on each resource taken over, in its stack's current generation."""
+def _record_takeovers(tx: Tx, taken: Sequence[TakenOver], stopping: bool = False) -> None:
+    """An event on each resource taken over (``stopping``: let go of by its worker as it
+    stops), in its stack's current generation."""
     stacks = tx.stacks_by_id({t.stack_id for t in taken})
     for t in taken:
         stack = stacks.get(t.stack_id)
         if stack is None:
             continue
-        if t.owner is not None:
-            worker = t.owner.rsplit("/", 1)[0]
+        worker = None if t.owner is None else t.owner.rsplit("/", 1)[0]
+        if stopping:
+            reason = f"{worker} is stopping: handed over"
+        elif worker is not None:
             reason = f"lease of {worker} expired: taken over"
         else:
             reason = f"{t.action} not polled in time (its message was lost): taken over"
@@ -148,9 +151,11 @@ def _record_takeovers(tx: Tx, taken: Sequence[TakenOver]) -> None:
 
 def let_go(engine: Engine, owner_prefix: str) -> list[Work]:
     """Release every lease whose owner starts with ``owner_prefix`` (a worker that stops, for
-    itself) and return the work that offers those resources to the others at once."""
+    itself), with an event on each resource, and return the work that offers those resources
+    to the others at once."""
     with engine.store.begin() as tx:
         released = sweeps.release_owned(tx, owner_prefix)
+        _record_takeovers(tx, released, stopping=True)
         ready = sweeps.ready_nodes_of(tx, [t.record_id for t in released])
     if released:
         log.info("let go of %d leases of %s", len(released), owner_prefix)

@@ -6,15 +6,21 @@ can count what really exists: an entity created twice or left behind is a visibl
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable
-from typing import cast
+from typing import ParamSpec, TypeVar, cast
 
 from sqlalchemy import Engine, Table, insert, select, update
 
-from convergence.plugins.base import Guard
+from convergence.plugins.base import Guard, RetryLater
+from convergence.store.errors import unreachable
 from convergence.store.models import TestEntityRow
+
+P = ParamSpec("P")
+R = TypeVar("R")
+OUTAGE_RETRY_SECONDS = 2.0
 
 T = cast(Table, TestEntityRow.__table__)
 
@@ -24,6 +30,21 @@ def _call(guard: Guard | None) -> None:
     but the statement itself stands between it and the change."""
     if guard is not None:
         guard()
+
+
+def _api(call: Callable[P, R]) -> Callable[P, R]:
+    """A call of the backend's API: its database unreachable is what a cloud API that does
+    not answer is, a transient error to retry (the engine calls again; creates adopt)."""
+    @functools.wraps(call)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:
+            if unreachable(exc):
+                raise RetryLater(f"the test entity backend did not answer "
+                                 f"({type(exc).__name__})", OUTAGE_RETRY_SECONDS) from exc
+            raise
+    return wrapped
 
 
 class SqlTestEntities:
@@ -41,12 +62,14 @@ class SqlTestEntities:
         if self._latency > 0:
             time.sleep(self._latency)
 
+    @_api
     def find(self, owner: str) -> tuple[str, str] | None:
         with self._engine.begin() as conn:
             row = conn.execute(select(T.c.id, T.c.value).where(
                 T.c.owner == owner, T.c.deleted_at.is_(None))).first()
         return (row.id, row.value) if row is not None else None
 
+    @_api
     def create(self, owner: str, value: str, *, guard: Guard | None = None) -> str:
         entity_id = str(uuid.uuid4())
         with self._engine.begin() as conn:
@@ -56,6 +79,7 @@ class SqlTestEntities:
         self._answer()
         return entity_id
 
+    @_api
     def update(self, entity_id: str, value: str, *, guard: Guard | None = None) -> None:
         with self._engine.begin() as conn:
             _call(guard)
@@ -65,6 +89,7 @@ class SqlTestEntities:
         if result.rowcount != 1:
             raise KeyError(entity_id)
 
+    @_api
     def delete(self, entity_id: str, *, guard: Guard | None = None) -> None:
         with self._engine.begin() as conn:
             _call(guard)
@@ -72,6 +97,7 @@ class SqlTestEntities:
                          .values(deleted_at=self._now()))
         self._answer()
 
+    @_api
     def get(self, entity_id: str) -> str | None:
         with self._engine.begin() as conn:
             row = conn.execute(select(T.c.value).where(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import create_engine
 
 from convergence import services as sv
 from convergence.cli import cli
@@ -25,6 +26,7 @@ from convergence.engine.work import NODES, Work
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from convergence.store import sweeps
+from convergence.store.test_entities import SqlTestEntities
 from convergence.store.views import RUNNING, StackView
 
 from .harness import TENANT, Story, res, template
@@ -209,17 +211,26 @@ def test_a_stopping_worker_lets_go_of_its_leases_at_once(rt: Runtime, story: Sto
         stack = tx.stack(stack_id)
         assert stack is not None and stack.traversal_id is not None
         nodes = tx.nodes(stack.traversal_id, tx.ready_nodes(stack.traversal_id))
-        held = tx.claim_records([n.record_id for n in nodes if n.record_id is not None],
-                                "node-b@host:77/batch", tx.now + LEASE)
+        ids = [n.record_id for n in nodes if n.record_id is not None]
+        # The same node, started before (it crashed): its lease, on a resource of the last
+        # layer, is the sweeper's to take.
+        other = next(r.id for r in tx.records(stack_id) if r.name == "l2r0")
+        earlier = tx.claim_records([other], "node-b@host:40.aaaaaa:41/batch", tx.now + LEASE)
+        held = tx.claim_records(ids, "node-b@host:76.bbbbbb:77/batch", tx.now + LEASE)
         tokens = {i: r.fencing_token for i, r in held.items()}
-    work = let_go(rt.engine, "node-b@host:")
+    work = let_go(rt.engine, "node-b@host:76.bbbbbb:")
     assert sorted(s for w in work for s in w.seqs) == sorted(n.seq for n in nodes)
     assert all(w.kind == NODES for w in work)
     with rt.store.begin() as tx:
         after = tx.records_by_id(list(held))
+        kept = tx.records_by_id(list(earlier))
+        events = tx.events(stack_id)
     # Released, and fenced: whatever the stopping worker still writes is refused.
     assert all(r.lease_owner is None and r.fencing_token == tokens[i] + 1
                for i, r in after.items())
+    assert [r.lease_owner for r in kept.values()] == ["node-b@host:40.aaaaaa:41/batch"]
+    handed = {e.resource_name for e in events if e.reason.endswith("handed over")}
+    assert handed == {r.name for r in after.values()}
     rt.inprocess.dispatch(work)
     story.finish()
     assert_converged(story, "v")
@@ -357,3 +368,34 @@ def test_a_stopping_engine_starts_no_step_and_hands_its_batch_on(
     rt.inprocess.dispatch(follow)
     assert recover(story).stack_status == "CREATE_COMPLETE"
     assert sorted(story.entities().values()) == [f"v{i}" for i in range(5)]
+
+
+def test_a_backend_that_does_not_answer_delays_resources_not_fails_them(
+        rt: Runtime, story: Story) -> None:
+    # The backend's database refuses connections (a cloud API that does not answer): its
+    # calls end in RetryLater, so the resources wait rather than fail, and converge once it
+    # is back. Then the same for a delete, which must not leave DELETE_FAILED behind.
+    real = rt.engine.test_entities
+    away = SqlTestEntities(create_engine("postgresql+psycopg2://127.0.0.1:1/none"))
+    rt.engine.test_entities = away
+    story.create(layered("v"))
+
+    def waiting() -> bool:  # each resource of the first layer tried twice (or the end)
+        return rt.engine.stats.polls >= polls + 8 or story.stack().status in sv.TERMINAL
+
+    polls = rt.engine.stats.polls
+    run_until(rt, waiting)
+    assert story.stack().status == "IN_PROGRESS"
+    assert not any(r.status == "FAILED" for vs in story.records().values() for r in vs)
+    rt.engine.test_entities = real
+    story.finish()
+    assert_converged(story, "v")
+    rt.engine.test_entities = away
+    story.delete()
+    polls = rt.engine.stats.polls
+    run_until(rt, waiting)
+    assert story.stack().status == "IN_PROGRESS", story.stack().status_reason
+    rt.engine.test_entities = real
+    stack = story.finish()
+    assert stack.stack_status == "DELETE_COMPLETE", stack.status_reason
+    assert story.entities() == {}

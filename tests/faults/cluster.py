@@ -14,9 +14,10 @@ Every fault is recorded as a :class:`Fault`: its kind, its target, when, and for
 leases it held at that instant (record id -> fencing token), from which
 :mod:`tests.faults.invariants` measures recovery and checks the takeover events.
 
-Lease owners are ``"{worker id}/{random}"`` and a worker id ``"{node name}:{pid}"``; so a
-node's leases are those whose owner starts with ``"{node}:"``. Owners written before that
-contract (``"{host}-{pid}-..."``) are matched by the pid of a process of the worker's group.
+Lease owners are ``"{worker id}/{random}"`` and a worker id ``"{node name}:{start}:{pid}"``,
+where ``{start}`` is ``"{main pid}.{random}"``, one per start of the node; so the leases of the
+worker as it runs now are those whose owner starts with ``"{node}:{main pid}."``, and those of
+one process the ones whose worker id ends with ``":{pid}"``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -83,6 +83,7 @@ class Fault:
     target: str
     at: float  # time.time()
     held: dict[int, int] = field(default_factory=dict)
+    owners: dict[int, str] = field(default_factory=dict)  # record id -> lease owner
     stacks: dict[int, str] = field(default_factory=dict)  # record id -> stack id
     names: dict[int, str] = field(default_factory=dict)  # record id -> resource name
 
@@ -151,9 +152,10 @@ def process_group(pgid: int) -> list[int]:
     return pids
 
 
-def owner_pids(lease_owner: str) -> set[int]:
-    """The integers in the worker-id part of a lease owner (the pid is one of them)."""
-    return {int(n) for n in re.findall(r"\d+", lease_owner.split("/", 1)[0])}
+def owner_pid(lease_owner: str) -> int | None:
+    """The pid of the process a lease owner belongs to (the last part of its worker id)."""
+    last = lease_owner.split("/", 1)[0].rsplit(":", 1)[-1]
+    return int(last) if last.isdigit() else None
 
 
 class FaultCluster:
@@ -351,19 +353,27 @@ class FaultCluster:
             return self.random.choice(candidates)
 
     def held_leases(self, worker: WorkerProcess, pids: list[int] | None = None,
-                    whole: bool = True) -> list[Any]:
-        """Records whose lease ``worker`` holds: (id, stack_id, name, fencing_token); only
-        those of processes ``pids`` unless ``whole``."""
-        pids = pids if pids is not None else worker.group()
+                    whole: bool = True, main: int | None = None) -> list[Any]:
+        """Records whose lease ``worker`` holds: (id, stack_id, name, fencing_token,
+        lease_owner): those of its current start (pool processes that ended included) if
+        ``whole``, else only those of processes ``pids``. What an earlier start of the same
+        node left behind is not the current one's. ``main``: the pid of the start meant (by
+        default the current one)."""
+        if main is None:
+            assert worker.process is not None
+            main = worker.process.pid
+        start = f"{worker.node}:{main}."
+        processes = set(pids if pids is not None else worker.group())
         rows = self.query("SELECT id, stack_id, name, fencing_token, lease_owner FROM resources "
                           "WHERE lease_owner IS NOT NULL")
-        return [r for r in rows if (whole and r.lease_owner.startswith(worker.node + ":"))
-                or owner_pids(r.lease_owner) & set(pids)]
+        return [r for r in rows if (whole and r.lease_owner.startswith(start))
+                or (r.lease_owner.startswith(start) and owner_pid(r.lease_owner) in processes)]
 
     def record_fault(self, kind: str, target: str, held: list[Any] | None = None) -> Fault:
         fault = Fault(kind, target, time.time())
         for r in held or []:
             fault.held[int(r.id)] = int(r.fencing_token)
+            fault.owners[int(r.id)] = str(r.lease_owner)
             fault.stacks[int(r.id)] = str(r.stack_id)
             fault.names[int(r.id)] = str(r.name)
         with self._lock:
@@ -377,11 +387,12 @@ class FaultCluster:
         with self._lock:
             worker = worker or self.pick_worker()
             assert worker.process is not None
-            pids = worker.group()
+            pids, main = worker.group(), worker.process.pid
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(worker.process.pid, signal.SIGKILL)
+                os.killpg(main, signal.SIGKILL)
             worker.process.wait()
-        return self.record_fault("kill -9", worker.node, self.held_leases(worker, pids))
+        return self.record_fault("kill -9", worker.node, self.held_leases(worker, pids,
+                                                                          main=main))
 
     def kill9_child(self, worker: WorkerProcess | None = None) -> Fault | None:
         """SIGKILL to one pool child: the Celery main re-queues its message."""

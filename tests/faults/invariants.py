@@ -15,8 +15,9 @@ Callers: the fault tests (they assert :func:`problems` is empty) and ``benchmark
   by anything else (leaks); every recorded physical id alive (phantoms); no lease held, no
   current traversal unfinished (stuck); a "taken over" event for every resource a killed
   worker left leased (the events tell what happened).
-- :func:`reclaimed_after`: how long until every lease a fault left behind was claimed again
-  (a higher fencing token) or its record gone: the recovery time the soak reports.
+- :func:`reclaimed_after`: how long until no lease a fault left behind is its owner's any
+  more (taken over, let go of, claimed again) or its record gone: the recovery time the soak
+  reports.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tests.faults.cluster import Fault, FaultCluster
 from tests.faults.workload import Tracked
 
 TAKEN_OVER = "taken over"
+HANDED_OVER = "handed over"  # let go of by a worker that stops
 RUNNING = ("PLANNING", "RUNNING")
 
 
@@ -207,9 +209,12 @@ def _check_takeovers(cluster: FaultCluster, report: Report, faults: list[Fault])
     for fault in faults:
         if not fault.kind.startswith("kill -9") or not fault.held:
             continue
+        # A pool process killed alone leaves its leases to the sweeper, unless its worker
+        # stops first and hands them over.
         events = cluster.query("SELECT stack_id, resource_name FROM events WHERE "
-                               "created_at >= :at AND reason ILIKE :taken",
-                               at=fault.at - 1, taken=f"%{TAKEN_OVER}%")
+                               "created_at >= :at AND (reason ILIKE :taken OR "
+                               "reason ILIKE :handed)", at=fault.at - 1,
+                               taken=f"%{TAKEN_OVER}%", handed=f"%{HANDED_OVER}%")
         seen = {(e.stack_id, e.resource_name) for e in events}
         existing = {r.id for r in cluster.query("SELECT id FROM resources WHERE id = ANY(:ids)",
                                                 ids=list(fault.held))}
@@ -222,17 +227,18 @@ def _check_takeovers(cluster: FaultCluster, report: Report, faults: list[Fault])
 
 def reclaimed_after(cluster: FaultCluster, fault: Fault, timeout: float,
                     period: float = 0.05) -> float | None:
-    """Seconds from the fault until every lease it left was claimed again (fencing token
-    higher), or released with nothing left to do (the worker's own write landed just before
-    the fault), or its record gone; 0 when it left none; None after ``timeout``."""
+    """Seconds from the fault until no lease it left is held by its owner any more: taken
+    over or let go of (the fencing token bumped), claimed again by another, released by the
+    worker's own write (it landed just before the fault), or the record gone. 0 when it left
+    none; None after ``timeout``. A record then waiting on a poll (nobody's lease) is in the
+    ordinary flow of its action again."""
     waiting = dict(fault.held)
     while waiting:
-        rows = cluster.query("SELECT id, fencing_token, lease_owner, status FROM resources "
+        rows = cluster.query("SELECT id, fencing_token, lease_owner FROM resources "
                              "WHERE id = ANY(:ids)", ids=list(waiting))
-        done = {int(r.id) for r in rows if r.fencing_token > waiting[int(r.id)]
-                or (r.lease_owner is None and r.status != "IN_PROGRESS")}
-        present = {int(r.id) for r in rows}
-        waiting = {rid: tok for rid, tok in waiting.items() if rid in present - done}
+        still = {int(r.id) for r in rows if r.fencing_token == waiting[int(r.id)]
+                 and r.lease_owner == fault.owners.get(int(r.id))}
+        waiting = {rid: tok for rid, tok in waiting.items() if rid in still}
         if not waiting:
             break
         if time.time() - fault.at > timeout:

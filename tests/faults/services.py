@@ -123,6 +123,12 @@ class PrivatePostgres:
         self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def dump(self, dbname: str, to: Path) -> None:
+        """``pg_dump`` of ``dbname`` (plain SQL) to ``to``: the evidence of a failed soak."""
+        result = self._run(str(self.bindir / "pg_dump"), "-h", "127.0.0.1", "-p",
+                           str(self.port), "-U", "postgres", dbname, timeout=300)
+        to.write_text(result.stdout)
+
     def log_tail(self, lines: int = 20) -> str:
         if not self.logfile.exists():
             return ""

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults.cluster import FaultCluster, WorkerProcess, owner_pids, wait_for
+from tests.faults.cluster import FaultCluster, WorkerProcess, wait_for
 from tests.faults.conftest import settle
 from tests.faults.workload import Workload
 
@@ -23,14 +23,14 @@ ROUNDS = 2
 
 def _unrecorded(cluster: FaultCluster, worker: WorkerProcess, stack_id: str) -> list[Any]:
     """Entities of the stack whose record has no physical id and is leased by ``worker``."""
-    pids = set(worker.group())
+    assert worker.process is not None
+    start = f"{worker.node}:{worker.process.pid}."
     rows = cluster.query(
         "SELECT e.id, e.owner, r.id AS record, r.lease_owner FROM test_entities e "
         "JOIN resources r ON e.owner = r.stack_id || '/' || r.id::text "
         "WHERE r.stack_id = :s AND r.physical_id IS NULL AND e.deleted_at IS NULL "
         "AND r.lease_owner IS NOT NULL", s=stack_id)
-    return [r for r in rows if r.lease_owner.startswith(worker.node + ":")
-            or owner_pids(r.lease_owner) & pids]
+    return [r for r in rows if r.lease_owner.startswith(start)]
 
 
 def _round(cluster: FaultCluster, workload: Workload, name: str) -> None:

@@ -10,7 +10,9 @@
   fencing tokens rise); resumed, its late write is refused ("fenced off" in its log) and it
   rejoins (heartbeats again, stays up).
 - SIGTERM of a worker mid-step: the graceful path. Its resources are claimed again by others
-  without waiting for the lease to run out: no "taken over" event for them.
+  without waiting for the lease to run out: no "taken over" event for them. With a grace
+  period shorter than the step in hand, its pool processes are killed and the node hands
+  their resources over ("handed over" events).
 
 To be mid-step for sure, the frozen and stopped workers run with
 ``CONVERGENCE_TEST_BACKEND_LATENCY``: each backend call takes effect at once and answers two
@@ -64,8 +66,8 @@ def test_repeated_kill_9(cluster: FaultCluster, workload: Workload) -> None:
     assert left, "no kill found a lease held: the faults missed the traversals"
 
 
-def _slow_worker(cluster: FaultCluster, name: str) -> WorkerProcess:
-    worker = cluster.start_worker(name, CONVERGENCE_TEST_BACKEND_LATENCY=LATENCY)
+def _slow_worker(cluster: FaultCluster, name: str, **env: str) -> WorkerProcess:
+    worker = cluster.start_worker(name, CONVERGENCE_TEST_BACKEND_LATENCY=LATENCY, **env)
     cluster.wait_ready([worker])
     return worker
 
@@ -114,8 +116,13 @@ def test_frozen_worker_is_fenced_off_and_rejoins(cluster: FaultCluster,
         cluster.retire(slow)
 
 
-def test_sigterm_hands_work_over(cluster: FaultCluster, workload: Workload) -> None:
-    slow = _slow_worker(cluster, "stopped")
+# Within the grace period, the steps in hand end at their commit point; past it (a grace
+# shorter than a backend call), the pool processes are killed and the node lets go of what
+# they held. Either way nothing is left to run out.
+@pytest.mark.parametrize("grace", ["", "0.5"], ids=["within-grace", "past-grace"])
+def test_sigterm_hands_work_over(cluster: FaultCluster, workload: Workload, grace: str) -> None:
+    env = {"CONVERGENCE_SHUTDOWN_GRACE_SECONDS": grace} if grace else {}
+    slow = _slow_worker(cluster, "stopped-late" if grace else "stopped", **env)
     try:
         stacks = [workload.create("wide", size=20)]
         _holding(cluster, slow)
@@ -125,12 +132,16 @@ def test_sigterm_hands_work_over(cluster: FaultCluster, workload: Workload) -> N
         took = invariants.reclaimed_after(cluster, fault, QUIET_TIMEOUT)
         assert took is not None, "the stopped worker's resources were not claimed again"
         settle(cluster, stacks)
-        taken = cluster.query("SELECT stack_id, resource_name FROM events WHERE "
-                              "created_at >= :at AND reason ILIKE '%taken over%'",
-                              at=fault.at - 1)
-        expired = {(s, n) for s, n in taken} & {(fault.stacks[r], fault.names[r])
-                                                for r in fault.held}
+        events = cluster.query("SELECT stack_id, resource_name, reason FROM events WHERE "
+                               "created_at >= :at AND reason ILIKE '%over'", at=fault.at - 1)
+        left = {(fault.stacks[r], fault.names[r]) for r in fault.held}
+        expired = {(e.stack_id, e.resource_name) for e in events
+                   if e.reason.endswith(invariants.TAKEN_OVER)} & left
         assert not expired, f"SIGTERM left leases to run out (taken over): {sorted(expired)}"
-        print(f"SIGTERM: {len(fault.held)} resources claimed again after {took:.2f}s")
+        if grace:
+            handed = {(e.stack_id, e.resource_name) for e in events
+                      if e.reason.endswith(invariants.HANDED_OVER)}
+            assert handed & left, f"past the grace, nothing was handed over\n{slow.tail()}"
+        print(f"SIGTERM: {len(fault.held)} resources let go of after {took:.2f}s")
     finally:
         cluster.retire(slow)
