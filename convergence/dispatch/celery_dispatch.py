@@ -273,8 +273,14 @@ def _shutting_down(**_: Any) -> None:
 def _past_grace() -> None:
     """Steps still running after the grace period: nothing of this node may act any more
     before its leases go to others (a step that is still acting would do so next to the
-    resource's new holder). Pool processes are killed; steps on threads of this process
-    are told that their leases are gone, so they call the cloud no more."""
+    resource's new holder)."""
+    _stop_acting()
+    _let_go_of_node(late=True)
+
+
+def _stop_acting() -> None:
+    """Make sure no step of this node calls the cloud any more: pool processes still alive
+    are killed; steps on threads of this process are told that their leases are gone."""
     if _node["prefork"]:
         from billiard.process import active_children
 
@@ -286,7 +292,6 @@ def _past_grace() -> None:
             child.join(5.0)
     elif _runtime is not None and _runtime[0] == os.getpid():
         _runtime[1].engine.leases.revoke()
-    _let_go_of_node(late=True)
 
 
 def _let_go_of_node(late: bool = False) -> None:
@@ -365,7 +370,10 @@ def _process_shutdown(**_: Any) -> None:
 
 
 def _worker_shutdown(**_: Any) -> None:
-    """The node stops, its pool gone: let go of whatever leases its processes still hold."""
+    """The node stops, its pool gone (a pool process that outlived it, one that ignored the
+    pool's SIGTERM to finish its step, is killed first): let go of whatever leases its
+    processes still hold."""
+    _stop_acting()
     _let_go_of_node()
     _process_shutdown()
 

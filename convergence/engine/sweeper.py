@@ -66,6 +66,13 @@ class Sweeper:
     def holder(self) -> str:
         return self.engine.worker_id
 
+    @property
+    def hold(self) -> float:
+        """How long a turn is held at most: a sweeper killed mid-sweep keeps the others from
+        sweeping this long. Short, since sweeping twice at once is safe (every change is
+        conditional, under row locks), only wasteful."""
+        return max(3 * self.period, 10.0)
+
     def periodic(self, force: bool) -> tuple[list[Work], float | None]:
         """A sweep, as the in-process dispatcher's periodic job."""
         report = self.sweep(force=force)
@@ -78,7 +85,7 @@ class Sweeper:
         lease = self.engine.lease_seconds
         with store.begin() as tx:
             if not sweeps.take_turn(tx, NAME, self.holder, 0.0 if force else self.period * 0.8,
-                                    hold=max(lease, 60.0)):
+                                    hold=self.hold):
                 return SweepReport()
         report = SweepReport(ran=True)
         try:

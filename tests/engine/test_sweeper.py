@@ -192,9 +192,11 @@ def test_one_sweeper_at_a_time_once_a_period(rt: Runtime) -> None:
     other = Engine(rt.store, rt.registry, worker_id="other:1")
     b = Sweeper(other, 5.0)
     with rt.store.begin() as tx:
-        assert sweeps.take_turn(tx, "sweeper", "a", 5.0, 60.0)
-        assert not sweeps.take_turn(tx, "sweeper", "b", 5.0, 60.0)  # a holds it
-    clock.advance(61)  # a died holding the turn: it is free once the hold is over
+        assert sweeps.take_turn(tx, "sweeper", "a", 5.0, a.hold)
+        assert not sweeps.take_turn(tx, "sweeper", "b", 5.0, b.hold)  # a holds it
+    clock.advance(a.hold - 1)
+    assert not b.sweep().ran
+    clock.advance(2)  # a died holding the turn: it is free once the hold is over
     assert b.sweep().ran
     assert not a.sweep().ran  # b swept a moment ago: not again within the period
     clock.advance(5)

@@ -28,6 +28,7 @@ def _traversals(workload: Workload) -> list[Tracked]:
 
 
 def test_redis_restarted(cluster: FaultCluster, workload: Workload) -> None:
+    starts = {w.name: w.starts for w in cluster.live_workers()}
     stacks = _traversals(workload)
     faults = [cluster.restart_redis()]
     time.sleep(2)
@@ -35,6 +36,10 @@ def test_redis_restarted(cluster: FaultCluster, workload: Workload) -> None:
     time.sleep(1)
     faults.append(cluster.restart_redis())
     settle(cluster, stacks, faults)
+    # The workers rode it out: they reconnected rather than exited (to be started again).
+    ended = {w.node: w.tail() for w in cluster.workers.values()
+             if w.name in starts and w.starts != starts[w.name]}
+    assert not ended, "workers exited when Redis restarted:\n" + "\n".join(ended.values())
 
 
 def test_postgres_sessions_terminated(cluster: FaultCluster, workload: Workload) -> None:
