@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.store.errors import unreachable
 from convergence.template import TemplateError
 from convergence.template.errors import SYNTAX
 
@@ -44,7 +45,9 @@ _TITLES: dict[int, tuple[str, str]] = {
 _HTTP_TYPES = {400: "HTTPBadRequest", 401: "HTTPUnauthorized", 403: "HTTPForbidden",
                404: "NotFound",
                405: "HTTPMethodNotAllowed", 409: "HTTPConflict",
-               412: "HTTPPreconditionFailed", 500: "HTTPInternalServerError"}
+               412: "HTTPPreconditionFailed", 500: "HTTPInternalServerError",
+               503: "HTTPServiceUnavailable"}
+OUTAGE_RETRY_AFTER = "5"  # seconds: a database restart or failover
 
 
 class ApiError(Exception):
@@ -122,6 +125,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if unreachable(exc):  # a restart, a failover: the client may try again shortly
+            log.warning("the database is unavailable: %s", type(exc).__name__)
+            return error_response(503, _HTTP_TYPES[503], "The database is unavailable for "
+                                  "now. Try again.",
+                                  {"Retry-After": OUTAGE_RETRY_AFTER})
         log.exception("unexpected error in the API")
         return error_response(500, type(exc).__name__, str(exc) or type(exc).__name__)
 

@@ -120,7 +120,8 @@ def _sqlite_engine(url: URL, echo: bool) -> Engine:
         # A fresh installation has no data directory yet; sqlite3 would fail to open the file.
         assert url.database is not None
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}, "echo": echo}
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}, "echo": echo,
+                              "hide_parameters": True}
     if memory:
         kwargs["poolclass"] = StaticPool
     engine = create_engine(url, **kwargs)
@@ -156,6 +157,9 @@ def _sqlite_engine(url: URL, echo: bool) -> Engine:
 def _postgresql_engine(url: URL, echo: bool) -> Engine:
     kwargs: dict[str, Any] = {
         "echo": echo,
+        # A statement's values (a stack's parameters, hidden ones too) never reach an error
+        # message, a log line or an API answer.
+        "hide_parameters": True,
         # Workers outlive database restarts and failovers; test connections before use.
         "pool_pre_ping": True,
         "pool_size": _PG_POOL_SIZE,

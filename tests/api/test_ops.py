@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from convergence.api.app import create_app
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
+from convergence.store.db import make_engine
 from tests.api.test_stacks_api import BASE, TEMPLATE, assert_heat_error, create, drain
 
 
@@ -179,3 +180,21 @@ def test_the_openapi_document_and_docs_are_served(tmp_path: Path) -> None:
     spec = client.get("/openapi.json").json()
     assert "/v1/{tenant_id}/stacks" in spec["paths"]
     assert client.get("/docs").status_code == 200
+
+
+def test_a_database_that_does_not_answer_is_503_with_no_sql(rt: Runtime) -> None:
+    # The database goes away (a restart, a failover): requests answer 503 with Retry-After,
+    # and the answer says nothing of the statement that failed.
+    client = TestClient(create_app(rt, drive_dispatcher=False), raise_server_exceptions=False)
+    working = rt.store.engine
+    rt.store.engine = make_engine("postgresql://convergence@127.0.0.1:1/gone")
+    try:
+        r = client.get(f"{BASE}/stacks")
+        body = assert_heat_error(r, 503, "HTTPServiceUnavailable")
+        assert r.headers["Retry-After"] == "5"
+        assert "SELECT" not in body["error"]["message"]
+        assert "127.0.0.1" not in body["error"]["message"]
+    finally:
+        rt.store.engine.dispose()
+        rt.store.engine = working
+    assert client.get(f"{BASE}/stacks").status_code == 200  # and it is back

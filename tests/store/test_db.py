@@ -319,3 +319,25 @@ def test_unreachable_postgres_skips_outside_ci_and_fails_in_ci(
             conftest_services.postgres_url("anything")
     finally:
         conftest_services._unreachable_reason.cache_clear()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_failed_statement_names_no_value(database: str, tmp_path: Path) -> None:
+    # A statement's values may be a stack's hidden parameters: neither the error nor what is
+    # logged from it shows them.
+    if database == "sqlite":
+        engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    else:
+        url = postgres_url(PG_DATABASE)
+        reset_postgres_schema(url)
+        engine = make_engine(url)
+    try:
+        metadata.create_all(engine)
+        with engine.begin() as connection:
+            connection.execute(counter_table.insert().values(id=1, value=7))
+        with pytest.raises(sa.exc.IntegrityError) as info, engine.begin() as connection:
+            connection.execute(counter_table.insert().values(id=1, value=424242))
+        assert "424242" not in str(info.value)
+        assert "hidden" in str(info.value)  # SQLAlchemy says the parameters were hidden
+    finally:
+        engine.dispose()
