@@ -17,9 +17,11 @@ leases long enough for kills to land in them.
 
 When the time is up the faults stop, the workload stops, and once everything is quiet (or a
 bound of lease + sweep + 5 minutes passed) it prints: traversals completed, faults injected by
-kind, recovery after a kill -9 and after a SIGTERM (median and max: from the signal until
-every lease the worker held was claimed again), and the leaked / duplicated / stuck counts,
-which must be 0. Exit status 1 when they are not.
+kind, recovery after a kill -9 and after a SIGTERM (median and max: from the signal until no
+lease the worker held is its own any more; again for the faults with no Redis or PostgreSQL
+fault meanwhile, when neither the sweeper nor the let-go could work), and the leaked /
+duplicated / stuck counts, which must be 0. Exit status 1 when they are not; the logs and a
+dump of the database (``database.sql``) are then kept for reading what happened.
 """
 
 from __future__ import annotations
