@@ -366,8 +366,8 @@ class FaultCluster:
         processes = set(pids if pids is not None else worker.group())
         rows = self.query("SELECT id, stack_id, name, fencing_token, lease_owner FROM resources "
                           "WHERE lease_owner IS NOT NULL")
-        return [r for r in rows if (whole and r.lease_owner.startswith(start))
-                or (r.lease_owner.startswith(start) and owner_pid(r.lease_owner) in processes)]
+        return [r for r in rows if r.lease_owner.startswith(start)
+                and (whole or owner_pid(r.lease_owner) in processes)]
 
     def record_fault(self, kind: str, target: str, held: list[Any] | None = None) -> Fault:
         fault = Fault(kind, target, time.time())
