@@ -35,7 +35,6 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -183,13 +182,7 @@ class TestEntityRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
-    __table_args__ = (
-        Index("ix_test_entities_owner", "owner"),
-        # One live entity per owner: a create is idempotent by its key (migration 0006).
-        Index("ux_test_entities_live_owner", "owner", unique=True,
-              postgresql_where=text("deleted_at IS NULL"),
-              sqlite_where=text("deleted_at IS NULL")),
-    )
+    __table_args__ = (Index("ix_test_entities_owner", "owner"),)
 
 
 class SubscriptionRow(Base):

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
 from sqlalchemy import Engine, Table, insert, select, update
-from sqlalchemy.exc import IntegrityError
 
 from convergence.plugins.base import Guard, RetryLater
 from convergence.store.errors import unreachable
@@ -72,29 +71,11 @@ class SqlTestEntities:
 
     @_api
     def create(self, owner: str, value: str, *, guard: Guard | None = None) -> str:
-        """A new entity for ``owner``; idempotent by ``owner`` (a client token): while one is
-        alive, the create answers it, with ``value`` set (one live entity per owner is a
-        unique index, so two creates that overlap end with one entity)."""
         entity_id = str(uuid.uuid4())
-        try:
-            with self._engine.begin() as conn:
-                _call(guard)
-                conn.execute(insert(T).values(id=entity_id, owner=owner, value=value,
-                                              created_at=self._now()))
-        except IntegrityError:
-            with self._engine.begin() as conn:
-                _call(guard)
-                row = conn.execute(select(T.c.id, T.c.value).where(
-                    T.c.owner == owner, T.c.deleted_at.is_(None))).first()
-                if row is None:  # deleted meanwhile: a new one after all
-                    conn.execute(insert(T).values(id=entity_id, owner=owner, value=value,
-                                                  created_at=self._now()))
-                    row_id = entity_id
-                else:
-                    row_id = row.id
-                    if row.value != value:
-                        conn.execute(update(T).where(T.c.id == row_id).values(value=value))
-            entity_id = row_id
+        with self._engine.begin() as conn:
+            _call(guard)
+            conn.execute(insert(T).values(id=entity_id, owner=owner, value=value,
+                                          created_at=self._now()))
         self._answer()
         return entity_id
 
