@@ -17,7 +17,7 @@ from convergence.engine.traversals import begin_rollback, begin_traversal, stop_
 from convergence.engine.work import PLAN, Work
 from convergence.errors import Conflict, NotFound, PreconditionFailed
 from convergence.plugins.registry import PluginRegistry
-from convergence.store import sweeps
+from convergence.store import orphans, sweeps
 from convergence.store.repository import Tx, template_id
 from convergence.store.views import (
     EventView,
@@ -462,10 +462,11 @@ def ping_database(rt: Runtime) -> None:
         tx.ping()
 
 
-def store_stats(rt: Runtime) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
-    """Live stacks by ``ACTION_STATUS`` and traversals by (action, state): two cheap queries."""
+def store_stats(rt: Runtime) -> tuple[dict[str, int], dict[tuple[str, str], int], int]:
+    """Live stacks by ``ACTION_STATUS``, traversals by (action, state), and the orphans
+    waiting to be removed: three cheap queries."""
     with rt.store.begin() as tx:
-        return tx.stack_counts(), tx.traversal_counts()
+        return tx.stack_counts(), tx.traversal_counts(), orphans.count(tx)
 
 
 # Environment, export, abandon and mark-unhealthy -----------------------------------------------

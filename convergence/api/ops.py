@@ -125,7 +125,7 @@ class StoreCollector(Collector):
         self._rt = rt
 
     def collect(self) -> Iterator[Metric]:
-        stacks, traversals = services.store_stats(self._rt)
+        stacks, traversals, orphans = services.store_stats(self._rt)
         by_status = GaugeMetricFamily("convergence_stacks", "Live stacks by status.",
                                       labels=["status"])
         for status, n in sorted(stacks.items()):
@@ -160,6 +160,12 @@ class StoreCollector(Collector):
             "Steps of this process's engine whose lease another worker took over (fenced off).")
         taken.add_metric([], stats.fenced_off)
         yield taken
+        waiting = GaugeMetricFamily(
+            "convergence_orphans",
+            "What steps made after their lease was taken over, not removed yet (the sweeper "
+            "removes them).")
+        waiting.add_metric([], orphans)
+        yield waiting
         depth = GaugeMetricFamily("convergence_queue_depth",
                                   "Messages waiting in each broker queue (0 with no broker).",
                                   labels=["queue"])

@@ -39,6 +39,8 @@ from convergence.graph.plan import RecordInfo, build_plan, choose_records
 from convergence.logs import bind
 from convergence.plugins.base import PluginContext, ResourcePlugin, TestEntities
 from convergence.plugins.registry import PluginRegistry
+from convergence.store import orphans
+from convergence.store.orphans import NewOrphan, Orphan
 from convergence.store.repository import Store, Tx
 from convergence.store.views import (
     COMPLETE,
@@ -76,6 +78,11 @@ class EngineStats:
     stale: int = 0
     handed_over: int = 0
     by_outcome: Counter[str] = field(default_factory=Counter)
+
+
+def owner_key(stack_id: str, record_id: int) -> str:
+    """The key a plugin finds what it made for a record by (a tag, a name in the cloud)."""
+    return f"{stack_id}/{record_id}"
 
 
 @dataclass(slots=True)
@@ -142,10 +149,22 @@ class Engine:
 
     def _context(self, stack: StackView, record: RecordView,
                  lease_good: Callable[[], bool] = lambda: True) -> PluginContext:
-        return PluginContext(owner=f"{stack.id}/{record.id}", stack_id=stack.id,
+        return PluginContext(owner=owner_key(stack.id, record.id), stack_id=stack.id,
                              stack_name=stack.name, resource_name=record.name,
                              now=self.store.clock, test_entities=self.test_entities,
                              lease_good=lease_good)
+
+    def discard(self, orphan: Orphan, stack_name: str, lease_good: Callable[[], bool]) -> bool:
+        """Have the orphan's plugin remove it (raises what the plugin raises); False if no
+        plugin of its type is known here."""
+        plugin = self._plugin(orphan.type)
+        if plugin is None:
+            return False
+        plugin.discard(PluginContext(
+            owner=owner_key(orphan.stack_id, orphan.record_id), stack_id=orphan.stack_id,
+            stack_name=stack_name, resource_name=orphan.name, now=self.store.clock,
+            test_entities=self.test_entities, lease_good=lease_good), orphan.physical_id)
+        return True
 
     def _replace(self, inp: StepInput, rtype: str) -> RecordView | None:
         """Create the new version of a record and point the node at it (one transaction)."""
@@ -404,17 +423,25 @@ class Engine:
             applied = tx.apply_many([c for r in results
                                      for c in self._watched(r, current)])
             kept: list[StepResult] = []
+            lost: list[NewOrphan] = []
             for r in results:
                 self.stats.by_outcome[r.outcome] += 1
                 if r.changes and r.changes[0].record_id not in applied:
                     # Our lease was taken over (we were too slow, or frozen): what this step
-                    # did is its new holder's to find and record.
+                    # did is its new holder's to find and record, and what it made that the
+                    # holder does not adopt is the sweeper's to remove.
                     self.stats.fenced_off += 1
+                    orphan = self._orphan(batch, r)
                     log.warning("fenced off: the lease of record %d was taken over; this "
-                                "step's result is not recorded", r.changes[0].record_id)
+                                "step's result is not recorded%s", r.changes[0].record_id,
+                                "" if orphan is None else
+                                f"; {orphan.physical_id}, which it made, is noted as an orphan")
+                    if orphan is not None:
+                        lost.append(orphan)
                     continue
                 events.extend(r.events)
                 kept.append(r)
+            orphans.note(tx, lost)
             tx.add_events(now_stack.id, trav.id, trav.generation, events)
             if not current:
                 # Superseded while the steps ran: what they did is recorded (fenced); the
@@ -427,6 +454,25 @@ class Engine:
         if events and self.on_events is not None:
             self.on_events()
         return merge(follow, self.batch_size), nxt
+
+    def _orphan(self, batch: _Batch, result: StepResult) -> NewOrphan | None:
+        """What a refused result names that its record did not when the step began: made (or
+        found) by the step, and unknown to the record's new holder unless it adopts it."""
+        change = result.changes[0]
+        made = change.values.get("physical_id")
+        if not made:
+            return None
+        record = batch.records.get(change.record_id)
+        if record is not None:
+            if made == record.physical_id:
+                return None
+            return NewOrphan(record.id, batch.stack.id, record.name, record.type, str(made))
+        # The new version of a replaced resource, inserted by the step: it named nothing.
+        node = next(n for n in batch.nodes if n.seq == result.seq)
+        old = batch.records.get(node.record_id) if node.record_id is not None else None
+        types = batch.definition.resource_types if batch.definition is not None else {}
+        rtype = types.get(node.name) or (old.type if old is not None else "")
+        return NewOrphan(change.record_id, batch.stack.id, node.name, rtype, str(made))
 
     def _watched(self, result: StepResult, current: bool) -> list[RecordChange]:
         """A result's changes; a node to be polled again keeps a watch on its record: if no

@@ -15,7 +15,9 @@ a period. A sweep, each part in a short transaction of its own:
    died between committing the request and enqueueing its plan);
 4. finishes the running traversals with nothing left to do (the finish message was lost);
 5. fails the traversals past their deadline (finishing them rolls back, or not, per stack);
-6. deletes the plans of traversals that ended long ago.
+6. deletes the plans of traversals that ended long ago;
+7. removes orphans, what steps made after their lease was taken over
+   (:mod:`convergence.engine.orphans`), each under its record's lease.
 
 What it returns is work for the dispatcher; every item is idempotent, so a sweep that offers
 something that was not lost after all costs a duplicate, never a second action.
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from convergence.background import Loop
+from convergence.engine import orphans
 from convergence.engine.engine import Engine
 from convergence.engine.work import FINISH, PLAN, Work, batches
 from convergence.store import sweeps
@@ -43,6 +46,7 @@ NAME = "sweeper"
 LIMIT = 5000  # rows of one kind handled per sweep; the rest wait for the next
 PLAN_RETENTION_SECONDS = 3600.0  # a traversal's plan is kept this long after it ended
 PURGE_TRAVERSALS = 100
+ORPHANS_LIMIT = 100  # orphans removed per sweep (one cloud call each)
 
 
 @dataclass(slots=True)
@@ -133,6 +137,7 @@ class Sweeper:
             purged = sweeps.purge_nodes(tx, tx.now - PLAN_RETENTION_SECONDS, PURGE_TRAVERSALS)
         if purged:
             report.counts["plan rows purged"] += purged
+        report.counts.update(orphans.reap(self.engine, ORPHANS_LIMIT))
         for key in [k for k, v in report.counts.items() if not v]:
             del report.counts[key]
 

@@ -123,6 +123,11 @@ class ResourcePlugin(Protocol):
     def reference_id(self, physical_id: str | None, props: Mapping[str, Any],
                      attributes: Mapping[str, Any]) -> Any: ...
 
+    # Remove ``physical_id``, and only it: something made for this resource by a step whose
+    # lease had been taken over, that no record names (an orphan). Raises RetryLater to be
+    # asked again later; what is already gone counts as removed.
+    def discard(self, ctx: PluginContext, physical_id: str) -> None: ...
+
 
 class PluginBase:
     """Defaults shared by plugins: replacement by schema, no polling, physical id as ref."""
@@ -141,6 +146,9 @@ class PluginBase:
     def poll(self, ctx: PluginContext, action: str, physical_id: str | None,
              props: Mapping[str, Any], state: Mapping[str, Any]) -> Progress:
         return Progress.finished(physical_id)
+
+    def discard(self, ctx: PluginContext, physical_id: str) -> None:
+        """Nothing in a cloud, nothing to remove."""
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         """Replace when a property that cannot be updated in place changed."""

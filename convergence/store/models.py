@@ -18,6 +18,8 @@ PostgreSQL compare them the same way and leases need no time-zone arithmetic.
   with its last heartbeat (``convergence.heartbeat``).
 - ``sweeps``: one row per periodic job (the sweeper): who holds its turn, until when, and
   when it last ran, so that among all the workers one runs it at a time, once a period.
+- ``orphans``: what a step made in the cloud after its lease had been taken over (it woke up
+  late): its result was refused, so no record names it, and the sweeper removes it.
 """
 
 from __future__ import annotations
@@ -258,3 +260,22 @@ class SweepRow(Base):
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     runs: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class OrphanRow(Base):
+    """Something a step made after its lease was taken over: the step's result was refused
+    (fenced off), so its record does not name it. Noted by the engine in the transaction that
+    refused the result; removed from the cloud by the sweeper while it holds the record's
+    lease, unless the record's new holder adopted it meanwhile
+    (``convergence.engine.orphans``). No foreign key: the record may be gone by then."""
+
+    __tablename__ = "orphans"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    record_id: Mapped[int] = mapped_column(BigId)
+    stack_id: Mapped[str] = mapped_column(String(36))
+    name: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(255))
+    physical_id: Mapped[str] = mapped_column(String(255))
+    noted_at: Mapped[float] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)

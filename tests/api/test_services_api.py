@@ -89,6 +89,7 @@ def test_metrics_has_the_engine_and_queue_series(rt: Runtime) -> None:
     assert _sample(text, "convergence_engine_nodes_stepped_total") == rt.engine.stats.nodes > 0
     assert _sample(text, "convergence_step_duration_seconds_count") == rt.engine.stats.nodes
     assert _sample(text, "convergence_engine_leases_taken_over_total") == 0
+    assert _sample(text, "convergence_orphans") == 0
     assert _sample(text, "convergence_queue_depth", queue="convergence.steps") == 0
     assert _sample(text, "convergence_queue_depth", queue="convergence.plan") == 0
 

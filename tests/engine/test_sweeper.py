@@ -25,7 +25,7 @@ from convergence.engine.sweeper import Sweeper, let_go
 from convergence.engine.work import NODES, Work
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store import sweeps
+from convergence.store import orphans, sweeps
 from convergence.store.test_entities import SqlTestEntities
 from convergence.store.views import RUNNING, StackView
 
@@ -401,3 +401,106 @@ def test_a_backend_that_does_not_answer_delays_resources_not_fails_them(
     stack = story.finish()
     assert stack.stack_status == "DELETE_COMPLETE", stack.status_reason
     assert story.entities() == {}
+
+
+# Orphans: a worker frozen inside its create call wakes up after its lease was taken over.
+# The call lands anyway (no check on the worker's side can stop a request on its way), its
+# result is refused, and the sweeper removes what it made, unless the new holder adopted it.
+def _frozen_inside_create(rt: Runtime, story: Story, *, lands_first: bool) -> str:
+    """Run the one node of ``story``'s traversal on a worker that freezes inside its create,
+    past its lease; meanwhile another worker takes the resource over and converges it. With
+    ``lands_first`` the create lands before the freeze (the other worker finds it), else after
+    the other worker made its own. Returns what the frozen worker's create made."""
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    traversal_id = str(story.stack().traversal_id)
+    rt.engine.plan(traversal_id)
+    entities = rt.test_entities
+    assert isinstance(entities, SqlTestEntities)
+    other = Engine(rt.store, rt.registry, worker_id="other-node:1.a:1",
+                   test_entities=entities, lease_seconds=LEASE)
+    made: list[str] = []
+
+    def frozen(owner: str, value: str, *, guard: object = None) -> str:
+        del entities.create  # the instance attribute: the class's create again, for the other
+        assert callable(guard)
+        guard()  # the lease is good when the worker checks
+        if lands_first:
+            made.append(entities.create(owner, value))
+        clock = rt.clock
+        assert isinstance(clock, ManualClock)
+        clock.advance(LEASE + 1)  # frozen past the lease
+        with rt.store.begin() as tx:
+            assert sweeps.take_over_expired(tx, 10)
+        other.run_nodes(traversal_id, [0])
+        if not lands_first:
+            made.append(entities.create(owner, value))
+        return made[0]
+
+    entities.create = frozen  # type: ignore[method-assign]
+    rt.engine.run_nodes(traversal_id, [0])
+    assert rt.engine.stats.fenced_off == 1
+    return made[0]
+
+
+def _orphans(rt: Runtime) -> list[tuple[int, str]]:
+    with rt.store.begin() as tx:
+        return [(o.record_id, o.physical_id) for o in orphans.pending(tx, 100)]
+
+
+def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
+        rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x")}))
+    late = _frozen_inside_create(rt, story, lands_first=False)
+    record = story.current()["a"]
+    assert record.physical_id is not None and record.physical_id != late
+    assert sorted(story.entities()) == sorted([late, record.physical_id])
+    assert _orphans(rt) == [(record.id, late)]
+    assert sv.store_stats(rt)[2] == 1  # the metrics' gauge
+    sweeper = Sweeper(rt.engine, 5.0)
+    # Someone holds the record: the orphan waits for the lease to be free.
+    with rt.store.begin() as tx:
+        assert tx.claim_records([record.id], "w:3/z", tx.now + LEASE)
+    assert sweeper.sweep(force=True).counts["orphans waiting"] == 1
+    assert late in story.entities()
+    with rt.store.begin() as tx:
+        tx.release([record.id], "w:3/z")
+    assert sweeper.sweep(force=True).counts["orphans removed"] == 1
+    assert story.entities() == {record.physical_id: "x"}
+    assert _orphans(rt) == []
+    assert sv.store_stats(rt)[2] == 0
+    assert_no_leases(rt)
+    removed = [e for e in story.events() if e.physical_resource_id == late]
+    assert [e.resource_name for e in removed] == ["a"]
+    assert "recorded by nobody" in removed[0].reason
+    assert story.finish().stack_status == "CREATE_COMPLETE"
+    assert story.entities() == {record.physical_id: "x"}
+
+
+def test_what_the_new_holder_adopted_is_no_orphan(rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x")}))
+    late = _frozen_inside_create(rt, story, lands_first=True)
+    assert story.current()["a"].physical_id == late  # found by its owner key, and adopted
+    assert _orphans(rt) == [(story.current()["a"].id, late)]
+    assert Sweeper(rt.engine, 5.0).sweep(force=True).counts["orphans adopted"] == 1
+    assert _orphans(rt) == []
+    assert story.entities() == {late: "x"}
+    assert story.finish().stack_status == "CREATE_COMPLETE"
+
+
+def test_an_orphan_whose_record_is_gone_is_removed(rt: Runtime, story: Story) -> None:
+    story.create(template({"b": res("y")}))
+    story.finish()
+    stack_id = story.stack().id
+    # Made for a record deleted since (its resource left the template): nobody holds it.
+    entities = rt.test_entities
+    assert isinstance(entities, SqlTestEntities)
+    late = entities.create(f"{stack_id}/999", "x")
+    with rt.store.begin() as tx:
+        orphans.note(tx, [orphans.NewOrphan(999, stack_id, "a", "OS::Heat::TestResource",
+                                            late)])
+    assert Sweeper(rt.engine, 5.0).sweep(force=True).counts["orphans removed"] == 1
+    assert sorted(story.entities().values()) == ["y"]
+    assert _orphans(rt) == []
+    assert_no_leases(rt)
+    assert [e.resource_name for e in story.events() if e.physical_resource_id == late] == ["a"]

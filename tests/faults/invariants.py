@@ -7,14 +7,15 @@ Callers: the fault tests (they assert :func:`problems` is empty) and ``benchmark
 (it prints the counts). Nothing here uses pytest.
 
 - :func:`wait_quiet`: until every tracked stack is terminal at its generation, no current
-  traversal is PLANNING or RUNNING and no lease is held; a bound, not a measurement.
+  traversal is PLANNING or RUNNING, no lease is held and no orphan (what a step made after
+  its lease was taken over) waits to be removed; a bound, not a measurement.
 - :func:`problems`: per stack, the terminal state its last accepted request implies (create
   or update: COMPLETE at that generation; delete: DELETE_COMPLETE; a request told to fail:
   FAILED or rolled back); each resource of the current template exactly once in the backend,
   with the template's value, owned by the current record (duplicates); no live entity owned
-  by anything else (leaks); every recorded physical id alive (phantoms); no lease held, no
-  current traversal unfinished (stuck); a "taken over" event for every resource a killed
-  worker left leased (the events tell what happened).
+  by anything else and no orphan left (leaks); every recorded physical id alive (phantoms);
+  no lease held, no current traversal unfinished (stuck); a "taken over" event for every
+  resource a killed worker left leased (the events tell what happened).
 - :func:`reclaimed_after`: how long until no lease a fault left behind is its owner's any
   more (taken over, let go of, claimed again) or its record gone: the recovery time the soak
   reports.
@@ -81,6 +82,11 @@ def held_leases(cluster: FaultCluster) -> list[Any]:
                          "WHERE lease_owner IS NOT NULL")
 
 
+def waiting_orphans(cluster: FaultCluster) -> list[Any]:
+    return cluster.query("SELECT record_id, stack_id, name, physical_id, attempts "
+                         "FROM orphans")
+
+
 def wait_quiet(cluster: FaultCluster, tracked: list[Tracked], timeout: float,
                period: float = 0.25) -> float | None:
     """Seconds until everything is quiet (see the module docstring); None after ``timeout``."""
@@ -89,7 +95,7 @@ def wait_quiet(cluster: FaultCluster, tracked: list[Tracked], timeout: float,
     while True:
         rows = _stacks(cluster, ids)
         if all(_settled(t, rows.get(t.id or "")) for t in tracked) and \
-                not held_leases(cluster):
+                not held_leases(cluster) and not waiting_orphans(cluster):
             return time.monotonic() - start
         if time.monotonic() - start > timeout:
             return None
@@ -109,6 +115,8 @@ def unsettled(cluster: FaultCluster, tracked: list[Tracked]) -> list[str]:
                        f"({row.status_reason[:120]})"))
     out += [f"lease held: {r.stack_id}/{r.name} by {r.lease_owner}"
             for r in held_leases(cluster)]
+    out += [f"orphan not removed: {o.physical_id} of {o.stack_id}/{o.name} "
+            f"({o.attempts} attempts)" for o in waiting_orphans(cluster)]
     return out
 
 
@@ -132,6 +140,9 @@ def problems(cluster: FaultCluster, tracked: list[Tracked],
                      entities.get(t.id or "", []))
     for r in held_leases(cluster):
         report.add("stuck", f"lease still held on {r.stack_id}/{r.name} by {r.lease_owner}")
+    for o in waiting_orphans(cluster):
+        report.add("leaked", f"orphan {o.physical_id} of {o.stack_id}/{o.name} not removed "
+                   f"({o.attempts} attempts)")
     _check_takeovers(cluster, report, faults or [])
     return report
 

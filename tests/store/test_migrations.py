@@ -99,12 +99,12 @@ def downgrade(engine: sa.Engine, revision: str) -> None:
 
 def test_one_linear_history() -> None:
     # Two heads would mean two migrations written in parallel and never merged.
-    assert head_revisions() == {"0005"}
+    assert head_revisions() == {"0006"}
     assert [s.revision for s in script_directory().walk_revisions()][-1] == "0001"
 
 
 def test_migrated_schema_matches_the_models(engine: sa.Engine) -> None:
-    assert upgrade(engine) == "0005"
+    assert upgrade(engine) == "0006"
     assert differences(engine) == []
     assert tables(engine) == set(Base.metadata.tables) | {"alembic_version"}
 
@@ -112,7 +112,7 @@ def test_migrated_schema_matches_the_models(engine: sa.Engine) -> None:
 def test_upgrade_is_idempotent(engine: sa.Engine) -> None:
     upgrade(engine)
     schema = schema_snapshot(engine)
-    assert upgrade(engine) == "0005"
+    assert upgrade(engine) == "0006"
     assert schema_snapshot(engine) == schema
     assert differences(engine) == []
 
@@ -122,7 +122,7 @@ def test_downgrade_to_base_and_back(engine: sa.Engine) -> None:
     downgrade(engine, "base")
     assert tables(engine) == {"alembic_version"}
     assert current_revisions(engine) == frozenset()
-    assert upgrade(engine) == "0005"
+    assert upgrade(engine) == "0006"
     assert differences(engine) == []
 
 
@@ -144,7 +144,7 @@ def test_concurrent_upgrades_from_several_processes_serialise(engine: sa.Engine)
                  for _ in range(4)]
     outcomes = [process.communicate(timeout=120) for process in processes]
     assert [(process.returncode, out.strip()) for process, (out, _) in zip(
-        processes, outcomes, strict=True)] == [(0, "0005")] * 4, [err for _, err in outcomes]
+        processes, outcomes, strict=True)] == [(0, "0006")] * 4, [err for _, err in outcomes]
     assert differences(engine) == []
 
 
@@ -170,7 +170,7 @@ def test_concurrent_upgrades_from_several_threads_serialise(sqlite_engine: sa.En
     for worker in workers:
         worker.join(timeout=60)
     assert not any(worker.is_alive() for worker in workers)
-    assert results == ["0005"] * threads
+    assert results == ["0006"] * threads
 
 
 def test_migrated_sqlite_enforces_foreign_keys_again(sqlite_engine: sa.Engine) -> None:
@@ -190,7 +190,7 @@ def test_upgrade_needs_no_repository_checkout(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     config = alembic_config()
     assert config.config_file_name is None
-    assert upgrade(f"sqlite:///{tmp_path / 'elsewhere.db'}") == "0005"
+    assert upgrade(f"sqlite:///{tmp_path / 'elsewhere.db'}") == "0006"
 
 
 def test_ensure_schema_migrates_embedded_sqlite(tmp_path: Path) -> None:
@@ -236,7 +236,7 @@ def test_cli_db_upgrade(tmp_path: Path) -> None:
     for _ in range(2):
         result = runner.invoke(cli, ["db", "upgrade"], env={"CONVERGENCE_DATABASE_URL": url})
         assert result.exit_code == 0, result.output
-        assert result.output.strip() == f"{url}: at revision 0005"
+        assert result.output.strip() == f"{url}: at revision 0006"
 
 
 def test_cli_db_upgrade_reports_errors_in_one_line(tmp_path: Path) -> None:

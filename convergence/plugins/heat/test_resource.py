@@ -122,7 +122,18 @@ class TestResource(PluginBase):
             remaining = float(deadline) - ctx.now()
             if remaining > 0:
                 return Progress.pending(min(remaining, MAX_DELAY), state, physical_id)
+        if action == DELETE:
+            # A delete ends with nothing of the resource's left, whatever happened while it
+            # waited: a step that meant to bring the resource back (a newer definition) and
+            # died before recording it may have made one, which only the owner key finds.
+            _remove(ctx, _backend(ctx), physical_id)
         return _complete(ctx, action, physical_id, props)
+
+    def discard(self, ctx: PluginContext, physical_id: str) -> None:
+        # By id only: the owner key also finds the entity the record names.
+        entities = _backend(ctx)
+        if entities.get(physical_id) is not None:
+            entities.delete(physical_id, guard=ctx.check_lease)
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         # The schema's rule covers update_replace_value, the one property not update_allowed;

@@ -433,6 +433,19 @@ def test_delete_removes_the_entity_then_waits(ctx: PluginContext, clock: FakeClo
     assert drive(plugin, ctx, clock, DELETE, progress, props).done
 
 
+def test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile(
+        ctx: PluginContext, clock: FakeClock, entities: MemoryTestEntities) -> None:
+    plugin, props = TestResource(), tr(action_wait_secs={"delete": 2})
+    pid = plugin.create(ctx, props).physical_id
+    progress = plugin.delete(ctx, pid, props)
+    # While the delete waits, a step converging to a newer definition makes the resource
+    # again and dies before the engine records it; then the newer definition is withdrawn.
+    plugin.update(ctx, pid, props, tr(value="back"))
+    assert len(entities.live()) == 1
+    assert drive(plugin, ctx, clock, DELETE, progress, props).done
+    assert entities.live() == {}
+
+
 def test_delete_is_idempotent_and_never_fails(ctx: PluginContext,
                                               entities: MemoryTestEntities) -> None:
     plugin = TestResource()
