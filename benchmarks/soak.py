@@ -2,6 +2,7 @@
 
     python benchmarks/soak.py --minutes 10                   # default lease 30 s, sweep 5 s
     python benchmarks/soak.py --minutes 3 --lease 3 --sweep 0.5 --fault-every 2
+    python benchmarks/soak.py --minutes 10 --weight SIGSTOP=40  # frozen workers, mostly
 
 Builds the fault tier's environment (``tests/faults``): a private PostgreSQL cluster and Redis
 server, ``--workers`` ``convergence worker`` processes kept up by a supervisor, one
@@ -11,16 +12,18 @@ deletes and new creates). A fault thread injects, every ``--fault-every`` second
 one of: ``kill -9`` of a worker's process group or of one pool child, SIGTERM (graceful),
 SIGSTOP past the lease then SIGCONT, a Redis restart, ``pg_terminate_backend`` of every
 session, a PostgreSQL restart, an API killed after committing an update and before enqueuing
-it, a burst of duplicated and reordered messages. Every backend call of the workers answers
-``--latency`` seconds late (``CONVERGENCE_TEST_BACKEND_LATENCY``), so that steps hold their
-leases long enough for kills to land in them.
+it, a burst of duplicated and reordered messages (each kind's weight: ``--weight``). Every
+backend call of the workers answers ``--latency`` seconds late
+(``CONVERGENCE_TEST_BACKEND_LATENCY``), so that steps hold their leases long enough for kills
+to land in them.
 
 When the time is up the faults stop, the workload stops, and once everything is quiet (or a
 bound of lease + sweep + 5 minutes passed) it prints: traversals completed, faults injected by
 kind, recovery after a kill -9 and after a SIGTERM (median and max: from the signal until no
 lease the worker held is its own any more; again for the faults with no Redis or PostgreSQL
 fault meanwhile, when neither the sweeper nor the let-go could work), and the leaked /
-duplicated / stuck counts, which must be 0. Exit status 1 when they are not; the logs and a
+duplicated / stuck counts, which must be 0, with the late writes refused and the orphans
+(what a late step made) removed or adopted. Exit status 1 when they are not; the logs and a
 dump of the database (``database.sql``) are then kept for reading what happened.
 """
 
@@ -30,6 +33,7 @@ import argparse
 import contextlib
 import pathlib
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -278,6 +282,12 @@ class Soak:
             print(str(report))
         fenced = len(c.grep_logs("fenced off"))
         print(f"late writes refused (\"fenced off\" log lines): {fenced}")
+        noted = len(c.grep_logs("noted as an orphan"))
+        removed = sum(") removed" in line for line in c.grep_logs("orphan "))
+        adopted = sum(int(m) for line in c.grep_logs("orphans adopted")
+                      for m in re.findall(r"orphans adopted (\d+)", line))
+        print(f"orphans (what a late step made): noted {noted}, removed {removed}, adopted by "
+              f"the resource's new holder {adopted}")
         return 1 if report or quiet is None else 0
 
 
@@ -301,9 +311,21 @@ def main() -> None:
     parser.add_argument("--quiet-timeout", type=float, default=None,
                         help="give up waiting for quiet after this (default: lease + sweep "
                         "+ 300 s)")
+    parser.add_argument("--weight", action="append", default=[], metavar="KIND=N",
+                        help="the weight of a fault kind (repeatable; defaults: "
+                        + ", ".join(f"{k}={v:g}" for k, v in KINDS.items()) + ")")
     parser.add_argument("--keep", action="store_true",
                         help="keep the logs and a dump of the database (kept anyway on failure)")
     args = parser.parse_args()
+    for given in args.weight:
+        kind, _, weight = given.rpartition("=")
+        if kind not in KINDS:
+            parser.error(f"--weight {given}: no fault kind {kind!r}; the kinds: "
+                         + ", ".join(KINDS))
+        try:
+            KINDS[kind] = float(weight)
+        except ValueError:
+            parser.error(f"--weight {given}: {weight!r} is not a number")
     # A SIGTERM (a CI timeout) ends the run through the cleanup below, not around it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     heartbeat = args.heartbeat or min(5.0, args.lease / 6)
