@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 
 from convergence.store import models as m
 from convergence.store.repository import T_RES, Tx
@@ -120,4 +120,4 @@ def _release(tx: Tx, orphan: Orphan, claimed: Claim, holder: str) -> None:
 
 
 def count(tx: Tx) -> int:
-    return len(tx.conn.execute(select(T_ORPHAN.c.id)).all())
+    return int(tx.conn.execute(select(func.count()).select_from(T_ORPHAN)).scalar_one())
