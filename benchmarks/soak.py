@@ -19,12 +19,13 @@ to land in them.
 
 When the time is up the faults stop, the workload stops, and once everything is quiet (or a
 bound of lease + sweep + 5 minutes passed) it prints: traversals completed, faults injected by
-kind, recovery after a kill -9 and after a SIGTERM (median and max: from the signal until no
-lease the worker held is its own any more; again for the faults with no Redis or PostgreSQL
-fault meanwhile, when neither the sweeper nor the let-go could work), and the leaked /
-duplicated / stuck counts, which must be 0, with the late writes refused and the orphans
-(what a late step made) removed or adopted. Exit status 1 when they are not; the logs and a
-dump of the database (``database.sql``) are then kept for reading what happened.
+kind, recovery after a kill -9 (of a worker, of one pool process) and after a SIGTERM (median
+and max: from the signal until no lease the worker held is its own any more; again for the
+faults with no Redis or PostgreSQL fault meanwhile, when neither the sweeper nor the let-go
+could work), and the leaked / duplicated / stuck counts, which must be 0, with the late
+writes refused and the orphans (what a late step made) removed or adopted. Exit status 1 when
+they are not; the logs and a dump of the database (``database.sql``) are then kept for
+reading what happened.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class Soak:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.tracked: list[Tracked] = []  # every stack ever created, deleted ones too
-        self.recovery: dict[str, list[tuple[Fault, float]]] = {"kill -9": [], "SIGTERM": []}
+        self.recovery: dict[str, list[tuple[Fault, float]]] = {
+            "kill -9": [], "kill -9 pool child": [], "SIGTERM": []}
         self.unrecovered: dict[str, int] = {"kill -9": 0, "SIGTERM": 0}
         self.threads: list[threading.Thread] = []  # the workload, the faults, their helpers
         self.measures: list[threading.Thread] = []  # recovery measurements, left to finish
@@ -133,7 +135,9 @@ class Soak:
         if kind == "kill -9":
             self.measure(c.kill9(), "kill -9")
         elif kind == "kill -9 pool child":
-            c.kill9_child()
+            child = c.kill9_child()
+            if child is not None:
+                self.measure(child, "kill -9 pool child")
         elif kind == "SIGTERM":
             self.measure(c.sigterm(wait=False), "SIGTERM")
         elif kind == "SIGSTOP":

@@ -56,6 +56,7 @@ VISIBILITY_TIMEOUT = 3600
 INLINE_BUDGET_SECONDS = 0.5
 MAX_ATTEMPTS = 5
 RETRY_DELAY_SECONDS = 0.5
+POOL_WATCH_SECONDS = 0.5  # how often a prefork node looks for pool processes that died
 
 Execute = Callable[[Work], list[Work]]
 Send = Callable[[Sequence[Work]], None]
@@ -244,9 +245,16 @@ def _worker_init(sender: Any = None, **_: Any) -> None:
 
 def _worker_ready(**_: Any) -> None:
     """A pool of threads (or none) runs steps in this process: start its runtime now, so
-    that it heartbeats and sweeps while idle (pool processes do so from their start)."""
-    if _celery_app is not None and not _node["prefork"]:
+    that it heartbeats and sweeps while idle (pool processes do so from their start). A pool
+    of processes is watched for processes that die."""
+    global _pool_watch
+    if _celery_app is None:
+        return
+    if not _node["prefork"]:
         _process_init()
+    elif _pool_watch is None:
+        _pool_watch = _PoolWatch()
+        _pool_watch.start()
 
 
 def _shutting_down(**_: Any) -> None:
@@ -256,6 +264,8 @@ def _shutting_down(**_: Any) -> None:
     refused) so that others take the resources over at once."""
     if _runtime is not None and _runtime[0] == os.getpid():
         _runtime[1].engine.stopping.set()
+    if _pool_watch is not None:
+        _pool_watch.stop()
     if _node["prefork"]:
         # The pool processes are told too, so that the batches in hand stop at the step in
         # hand (an idle process just ends: Celery's warm shutdown ends them all anyway).
@@ -296,9 +306,15 @@ def _stop_acting() -> None:
 
 def _let_go_of_node(late: bool = False) -> None:
     """Release the leases of every process of this node and offer their nodes to others."""
+    _let_go_of(_node_prefix(), late=late)
+
+
+def _let_go_of(prefix: str, *, late: bool = False, exited: bool = False) -> None:
+    """Release the leases of this node's processes whose worker ids start with ``prefix``
+    (``exited``: a pool process that is gone) and offer their nodes to others."""
     if not _node["name"] or _celery_app is None:
         return
-    from convergence.engine.sweeper import let_go
+    from convergence.engine.sweeper import EXITED, STOPPING, let_go
     from convergence.runtime import open_runtime
 
     try:
@@ -309,7 +325,7 @@ def _let_go_of_node(late: bool = False) -> None:
             rt, own = open_runtime(settings, migrate=False,
                                    dispatcher=CeleryDispatcher(settings, app=_celery_app)), True
         try:
-            work = let_go(rt.engine, _node_prefix())
+            work = let_go(rt.engine, prefix, EXITED if exited else STOPPING)
             if work:
                 if late:
                     log.warning("steps still running after the grace period: their "
@@ -319,7 +335,44 @@ def _let_go_of_node(late: bool = False) -> None:
             if own:
                 rt.store.engine.dispose()
     except Exception:
-        log.exception("could not let go of the leases of %s", _node["name"])
+        log.exception("could not let go of the leases of %s", prefix)
+
+
+class _PoolWatch:
+    """In a prefork node's main process: a pool process that exits while the node runs
+    (``kill -9``, the OOM killer) leaves its leases; billiard starts another process and
+    re-queues the message, and the leases are let go of at once, with a "taken over" event,
+    rather than after they run out. Exited means reaped: nothing of it can act any more."""
+
+    def __init__(self, period: float = POOL_WATCH_SECONDS) -> None:
+        self._period = period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pool-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """The node stops: what its processes hold is handed over by the node's let-go."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        from billiard.process import active_children
+
+        known: set[int] = set()
+        while not self._stop.wait(self._period):
+            try:
+                alive = {c.pid for c in active_children() if c.pid is not None}
+                for pid in sorted(known - alive):
+                    if self._stop.is_set():
+                        return
+                    _let_go_of(f"{_node_prefix()}{pid}/", exited=True)
+                known = alive
+            except Exception:  # the next turn looks again
+                log.exception("watching the pool failed")
+
+
+_pool_watch: _PoolWatch | None = None
 
 
 def _process_init(**_: Any) -> None:

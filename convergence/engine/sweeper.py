@@ -142,17 +142,23 @@ class Sweeper:
             del report.counts[key]
 
 
-def _record_takeovers(tx: Tx, taken: Sequence[TakenOver], stopping: bool = False) -> None:
-    """An event on each resource taken over (``stopping``: let go of by its worker as it
-    stops), in its stack's current generation."""
+STOPPING, EXITED = "stopping", "exited"  # why a worker let go of leases (see let_go)
+
+
+def _record_takeovers(tx: Tx, taken: Sequence[TakenOver], let_go: str = "") -> None:
+    """An event on each resource taken over, in its stack's current generation; ``let_go``:
+    let go of by its worker's node, as it stops (STOPPING) or as one of its pool processes
+    exited (EXITED)."""
     stacks = tx.stacks_by_id({t.stack_id for t in taken})
     for t in taken:
         stack = stacks.get(t.stack_id)
         if stack is None:
             continue
         worker = None if t.owner is None else t.owner.rsplit("/", 1)[0]
-        if stopping:
+        if let_go == STOPPING:
             reason = f"{worker} is stopping: handed over"
+        elif let_go == EXITED:
+            reason = f"{worker} exited: taken over"
         elif worker is not None:
             reason = f"lease of {worker} expired: taken over"
         else:
@@ -161,13 +167,13 @@ def _record_takeovers(tx: Tx, taken: Sequence[TakenOver], stopping: bool = False
             NewEvent(t.name, t.physical_id, t.type, t.action, t.status, reason)])
 
 
-def let_go(engine: Engine, owner_prefix: str) -> list[Work]:
+def let_go(engine: Engine, owner_prefix: str, why: str = STOPPING) -> list[Work]:
     """Release every lease whose owner starts with ``owner_prefix`` (a worker that stops, for
-    itself), with an event on each resource, and return the work that offers those resources
-    to the others at once."""
+    itself; a node, for a pool process of its own that ``why`` = EXITED), with an event on
+    each resource, and return the work that offers those resources to the others at once."""
     with engine.store.begin() as tx:
         released = sweeps.release_owned(tx, owner_prefix)
-        _record_takeovers(tx, released, stopping=True)
+        _record_takeovers(tx, released, why)
         ready = sweeps.ready_nodes_of(tx, [t.record_id for t in released])
     if released:
         log.info("let go of %d leases of %s", len(released), owner_prefix)

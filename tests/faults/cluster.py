@@ -394,14 +394,16 @@ class FaultCluster:
         return self.record_fault("kill -9", worker.node, self.held_leases(worker, pids,
                                                                           main=main))
 
-    def kill9_child(self, worker: WorkerProcess | None = None) -> Fault | None:
-        """SIGKILL to one pool child: the Celery main re-queues its message."""
+    def kill9_child(self, worker: WorkerProcess | None = None,
+                    pid: int | None = None) -> Fault | None:
+        """SIGKILL to one pool child (``pid``, else a random one): the Celery main re-queues
+        its message and lets go of its leases."""
         worker = worker or self.pick_worker()
         assert worker.process is not None
         children = [p for p in worker.group() if p != worker.process.pid]
         if not children:
             return None
-        pid = self.random.choice(children)
+        pid = pid if pid is not None else self.random.choice(children)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         return self.record_fault("kill -9 pool child", f"{worker.node} pid {pid}",

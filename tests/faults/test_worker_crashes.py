@@ -9,6 +9,8 @@
 - A worker frozen (SIGSTOP) mid-step past its lease: the others take its resources over (their
   fencing tokens rise); resumed, its late write is refused ("fenced off" in its log) and it
   rejoins (heartbeats again, stays up).
+- ``kill -9`` of one pool process holding leases: its node sees it exit and lets go of them
+  at once ("exited: taken over"), without waiting for the lease to run out.
 - SIGTERM of a worker mid-step: the graceful path. Its resources are claimed again by others
   without waiting for the lease to run out: no "taken over" event for them. With a grace
   period shorter than the step in hand, its pool processes are killed and the node hands
@@ -27,7 +29,7 @@ import time
 import pytest
 
 from tests.faults import invariants
-from tests.faults.cluster import Fault, FaultCluster, WorkerProcess, wait_for
+from tests.faults.cluster import Fault, FaultCluster, WorkerProcess, owner_pid, wait_for
 from tests.faults.conftest import QUIET_TIMEOUT, SEED, settle
 from tests.faults.workload import Tracked, Workload
 
@@ -112,6 +114,29 @@ def test_frozen_worker_is_fenced_off_and_rejoins(cluster: FaultCluster,
         assert beat, f"the resumed worker does not heartbeat again\n{slow.tail()}"
         settle(cluster, stacks, [fault])
         assert slow.alive, f"the resumed worker exited\n{slow.tail()}"
+    finally:
+        cluster.retire(slow)
+
+
+def test_a_killed_pool_process_has_its_work_taken_over_by_its_node(
+        cluster: FaultCluster, workload: Workload) -> None:
+    slow = _slow_worker(cluster, "child-killed")
+    try:
+        stacks = [workload.create("wide", size=20)]
+        held = _holding(cluster, slow)
+        pid = owner_pid(str(held[0].lease_owner))  # type: ignore[attr-defined]
+        assert pid is not None
+        fault = cluster.kill9_child(slow, pid)
+        assert fault is not None and fault.held, "the killed process held nothing"
+        assert invariants.reclaimed_after(cluster, fault, QUIET_TIMEOUT) is not None
+        settle(cluster, stacks, [fault])
+        worker = next(iter(fault.owners.values())).split("/", 1)[0]
+        events = cluster.query("SELECT resource_name, reason FROM events WHERE reason "
+                               "LIKE :who", who=f"%{worker} %")
+        # Its node saw it exit and let go of its leases: none ran out for the sweeper.
+        assert events and all(e.reason == f"{worker} exited: taken over" for e in events), \
+            [e.reason for e in events]
+        assert slow.alive, f"the worker exited\n{slow.tail()}"
     finally:
         cluster.retire(slow)
 
