@@ -87,6 +87,9 @@ class Storm:
     resources: list[dict[str, Any]] = field(default_factory=list)  # the API's resource list
     entities: list[tuple[str, str, float | None]] = field(default_factory=list)  # owner, value,
     # deleted_at: every entity the stack's members ever created
+    # The stack's events (name, physical id, action, status, reason, generation), in order:
+    # what a wrong end state is read from.
+    events: list[tuple[Any, ...]] = field(default_factory=list)
     tail_seconds: float = 0.0  # the last answer -> the stack seen converged
     tail_last_generation_seconds: float = 0.0  # the highest generation's answer -> converged
 
@@ -212,15 +215,24 @@ def send_storm(base: str, path: str, plan: list[list[tuple[float, int]]]) -> lis
 def entity_rows(database_url: str, stack_id: str) -> list[tuple[str, str, float | None]]:
     """Every ``test_entities`` row of the stack (owner ``<stack id>/<record id>``), deleted
     ones included: (owner, value, deleted_at)."""
+    return [(r.owner, r.value, r.deleted_at) for r in _rows(
+        database_url, "SELECT owner, value, deleted_at FROM test_entities WHERE owner LIKE "
+        ":prefix ORDER BY created_at", prefix=f"{stack_id}/%")]
+
+
+def event_rows(database_url: str, stack_id: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in _rows(
+        database_url, "SELECT resource_name, physical_resource_id, action, status, reason, "
+        "generation FROM events WHERE stack_id = :stack ORDER BY id", stack=stack_id)]
+
+
+def _rows(database_url: str, query: str, **params: Any) -> list[Any]:
     engine = create_engine(database_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(text(
-                "SELECT owner, value, deleted_at FROM test_entities WHERE owner LIKE :prefix "
-                "ORDER BY created_at"), {"prefix": f"{stack_id}/%"}).all()
+            return list(conn.execute(text(query), params).all())
     finally:
         engine.dispose()
-    return [(r.owner, r.value, r.deleted_at) for r in rows]
 
 
 def run_storm(base: str, database_url: str, *, seed: int = 6, tenant: str | None = None,
@@ -243,6 +255,7 @@ def run_storm(base: str, database_url: str, *, seed: int = 6, tenant: str | None
         storm.tail_last_generation_seconds = converged - storm.last.answered
         storm.resources = client.get(f"{path}/resources").json()["resources"]
     storm.entities = entity_rows(database_url, stack_id)
+    storm.events = event_rows(database_url, stack_id)
     return storm
 
 
@@ -275,6 +288,8 @@ def problems(storm: Storm) -> list[str]:
     if live != Counter(expected):
         found.append(f"live entities {dict(sorted(live.items(), key=_item_index))}, expected "
                      f"one each of {expected}")
+        for name in sorted(set(expected) ^ set(live), key=_member_index)[:3]:
+            found.append(_trail(storm, name))
     created, required = storm.created(), storm.required()
     over = {v: (created[v], required[v]) for v in required if created[v] > required[v]}
     if over:
@@ -283,6 +298,17 @@ def problems(storm: Storm) -> list[str]:
     if strays:
         found.append(f"entities of values no member has: {strays}")
     return found
+
+
+def _trail(storm: Storm, name: str) -> str:
+    """A member's story, for a wrong end state: its records, entities and last events."""
+    records = [(r.get("physical_resource_id"), r.get("resource_status"))
+               for r in storm.resources if r["resource_name"] == name]
+    entities = [(owner.rsplit("/", 1)[-1], deleted is not None)
+                for owner, value, deleted in storm.entities if value == name]
+    events = [f"g{e[5]} {e[2]}_{e[3]} {e[1]} {e[4]}" for e in storm.events if e[0] == name]
+    return (f"{name}: records {records}; entities (record, deleted) {entities[-6:]}; last "
+            f"events: " + " | ".join(events[-12:]))
 
 
 def summary(storm: Storm) -> str:
