@@ -362,14 +362,34 @@ class _PoolWatch:
         known: set[int] = set()
         while not self._stop.wait(self._period):
             try:
-                alive = {c.pid for c in active_children() if c.pid is not None}
-                for pid in sorted(known - alive):
+                # The pool's processes as billiard knows them; whether one is dead is asked of
+                # the system, since billiard may not have reaped it yet (or another reaper did).
+                known |= {c.pid for c in active_children() if c.pid is not None}
+                for pid in sorted(p for p in known if _exited(p)):
                     if self._stop.is_set():
                         return
+                    known.discard(pid)
                     _let_go_of(f"{_node_prefix()}{pid}/", exited=True)
-                known = alive
             except Exception:  # the next turn looks again
                 log.exception("watching the pool failed")
+
+
+def _exited(pid: int) -> bool:
+    """Whether a child process has ended: gone, or a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (comm) state ...": the state follows the last parenthesis.
+            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc here: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
 
 
 _pool_watch: _PoolWatch | None = None
