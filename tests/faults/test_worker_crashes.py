@@ -118,6 +118,19 @@ def test_frozen_worker_is_fenced_off_and_rejoins(cluster: FaultCluster,
         cluster.retire(slow)
 
 
+def _kill_child_holding(cluster: FaultCluster, worker: WorkerProcess) -> Fault:
+    """Kill -9 a pool process of ``worker`` at an instant it holds a lease (read once it is
+    dead: one that let go in between is not what the test needs, and another is tried)."""
+    for _ in range(10):
+        held = _holding(cluster, worker)
+        pid = owner_pid(str(held[0].lease_owner))  # type: ignore[attr-defined]
+        fault = cluster.kill9_child(worker, pid) if pid is not None else None
+        if fault is not None and fault.held:
+            return fault
+    pytest.fail(f"never killed a pool process of {worker.node} holding a lease\n"
+                f"{worker.tail()}", pytrace=False)
+
+
 def test_a_killed_pool_process_has_its_work_taken_over_by_its_node(
         cluster: FaultCluster, workload: Workload) -> None:
     # Its leases last a production lease: none can run out before its node lets go of them,
@@ -125,11 +138,7 @@ def test_a_killed_pool_process_has_its_work_taken_over_by_its_node(
     slow = _slow_worker(cluster, "child-killed", CONVERGENCE_LEASE_SECONDS="30")
     try:
         stacks = [workload.create("wide", size=20)]
-        held = _holding(cluster, slow)
-        pid = owner_pid(str(held[0].lease_owner))  # type: ignore[attr-defined]
-        assert pid is not None
-        fault = cluster.kill9_child(slow, pid)
-        assert fault is not None and fault.held, "the killed process held nothing"
+        fault = _kill_child_holding(cluster, slow)
         assert invariants.reclaimed_after(cluster, fault, QUIET_TIMEOUT) is not None
         settle(cluster, stacks, [fault])
         worker = next(iter(fault.owners.values())).split("/", 1)[0]
