@@ -88,12 +88,13 @@ def claim(tx: Tx, orphan: Orphan, holder: str, until: float) -> Claim | None:
     if row.lease_owner is not None:
         return None
     # Both checks again, in the statement: a holder may have come and gone since the read.
-    # A poll watch is nobody's, and is put back when the lease ends.
+    # A poll watch is nobody's, and is put back when the lease ends. The fencing token is
+    # left as it is: the sweeper writes nothing to the record, and a poll on its way (which
+    # names the token it expects) must still find it, once the lease is free again.
     taken = tx.conn.execute(update(T_RES).where(
         T_RES.c.id == orphan.record_id, T_RES.c.lease_owner.is_(None),
         T_RES.c.physical_id.is_distinct_from(orphan.physical_id),
-    ).values(lease_owner=holder, lease_expires=until,
-             fencing_token=T_RES.c.fencing_token + 1))
+    ).values(lease_owner=holder, lease_expires=until))
     if taken.rowcount != 1:
         return None
     return Claim(held=True, watch=row.lease_expires, action=row.action, status=row.status)

@@ -465,7 +465,10 @@ def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
     assert late in story.entities()
     with rt.store.begin() as tx:
         tx.release([record.id], "w:3/z")
+        token = tx.records_by_id([record.id])[record.id].fencing_token
     assert sweeper.sweep(force=True).counts["orphans removed"] == 1
+    with rt.store.begin() as tx:  # a poll on its way (it names the token) still finds it
+        assert tx.records_by_id([record.id])[record.id].fencing_token == token
     assert story.entities() == {record.physical_id: "x"}
     assert _orphans(rt) == []
     assert sv.store_stats(rt)[2] == 0
