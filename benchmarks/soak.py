@@ -79,9 +79,9 @@ class Soak:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.tracked: list[Tracked] = []  # every stack ever created, deleted ones too
-        self.recovery: dict[str, list[tuple[Fault, float]]] = {
-            "kill -9": [], "kill -9 pool child": [], "SIGTERM": []}
-        self.unrecovered: dict[str, int] = {"kill -9": 0, "SIGTERM": 0}
+        measured = ("kill -9", "kill -9 pool child", "SIGTERM")
+        self.recovery: dict[str, list[tuple[Fault, float]]] = {k: [] for k in measured}
+        self.unrecovered: dict[str, int] = dict.fromkeys(measured, 0)
         self.threads: list[threading.Thread] = []  # the workload, the faults, their helpers
         self.measures: list[threading.Thread] = []  # recovery measurements, left to finish
 
