@@ -342,7 +342,8 @@ class _PoolWatch:
     """In a prefork node's main process: a pool process that exits while the node runs
     (``kill -9``, the OOM killer) leaves its leases; billiard starts another process and
     re-queues the message, and the leases are let go of at once, with a "taken over" event,
-    rather than after they run out. Exited means reaped: nothing of it can act any more."""
+    rather than after they run out. Exited means gone or a zombie: nothing of it can act
+    any more."""
 
     def __init__(self, period: float = POOL_WATCH_SECONDS) -> None:
         self._period = period
