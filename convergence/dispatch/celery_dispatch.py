@@ -33,6 +33,7 @@ from celery import Celery, Task, signals
 from kombu.entity import Exchange, Queue
 
 from convergence import webhooks
+from convergence.background import Loop
 from convergence.dispatch.worker_stats import TASKS
 from convergence.engine.work import PLAN, Work
 from convergence.settings import Settings, load_settings
@@ -265,7 +266,7 @@ def _shutting_down(**_: Any) -> None:
     if _runtime is not None and _runtime[0] == os.getpid():
         _runtime[1].engine.stopping.set()
     if _pool_watch is not None:
-        _pool_watch.stop()
+        _pool_watch.stop(timeout=0.0)  # a let-go under way ends on its own
     if _node["prefork"]:
         # The pool processes are told too, so that the batches in hand stop at the step in
         # hand (an idle process just ends: Celery's warm shutdown ends them all anyway).
@@ -338,41 +339,30 @@ def _let_go_of(prefix: str, *, late: bool = False, exited: bool = False) -> None
         log.exception("could not let go of the leases of %s", prefix)
 
 
-class _PoolWatch:
+class _PoolWatch(Loop):
     """In a prefork node's main process: a pool process that exits while the node runs
     (``kill -9``, the OOM killer) leaves its leases; billiard starts another process and
     re-queues the message, and the leases are let go of at once, with a "taken over" event,
     rather than after they run out. Exited means gone or a zombie: nothing of it can act
-    any more."""
+    any more. Stopped when the node stops: its let-go then hands everything over."""
 
     def __init__(self, period: float = POOL_WATCH_SECONDS) -> None:
+        super().__init__("pool-watch", on_error_wait=period)
         self._period = period
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pool-watch", daemon=True)
+        self._known: set[int] = set()
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """The node stops: what its processes hold is handed over by the node's let-go."""
-        self._stop.set()
-
-    def _run(self) -> None:
+    def turn(self, stop: threading.Event) -> float:
         from billiard.process import active_children
 
-        known: set[int] = set()
-        while not self._stop.wait(self._period):
-            try:
-                # The pool's processes as billiard knows them; whether one is dead is asked of
-                # the system, since billiard may not have reaped it yet (or another reaper did).
-                known |= {c.pid for c in active_children() if c.pid is not None}
-                for pid in sorted(p for p in known if _exited(p)):
-                    if self._stop.is_set():
-                        return
-                    known.discard(pid)
-                    _let_go_of(f"{_node_prefix()}{pid}/", exited=True)
-            except Exception:  # the next turn looks again
-                log.exception("watching the pool failed")
+        # The pool's processes as billiard knows them; whether one is dead is asked of the
+        # system, since billiard may not have reaped it yet (or another reaper did).
+        self._known |= {c.pid for c in active_children() if c.pid is not None}
+        for pid in sorted(p for p in self._known if _exited(p)):
+            if stop.is_set():
+                break
+            self._known.discard(pid)
+            _let_go_of(f"{_node_prefix()}{pid}/", exited=True)
+        return self._period
 
 
 def _exited(pid: int) -> bool:
