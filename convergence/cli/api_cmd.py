@@ -25,4 +25,7 @@ def api(host: str, port: int) -> None:
     from convergence.api.app import create_app
 
     app = create_app(open_runtime(load_settings()))
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    # Idle connections are kept past any client's poll interval (the openstack client's
+    # --wait polls every 5 s, uvicorn's default keep-alive): a client must never reuse a
+    # connection the server is closing at that very moment.
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_keep_alive=75)
