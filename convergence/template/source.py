@@ -110,6 +110,16 @@ _TAGGED: dict[str, Callable[[str], Any]] = {
 }
 
 
+# libyaml's own bound on nesting, and the words of its error (PyYAML's pure-Python parser
+# has no such bound).
+_PARSER_MAX_DEPTH = 1000
+_PARSER_DEPTH_PROBLEM = "maximum nesting depth"
+
+
+def _too_deep(depth: int) -> str:
+    return f"nesting is deeper than {depth} levels"
+
+
 def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
@@ -197,8 +207,7 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
                 attach(value, 1, event.start_mark)
             elif cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
                 if len(stack) >= limits.max_depth:
-                    raise _fail(what, f"nesting is deeper than {limits.max_depth} levels",
-                                event.start_mark)
+                    raise _fail(what, _too_deep(limits.max_depth), event.start_mark)
                 if event.tag not in (None, "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"):
                     raise _fail(what, f"unsupported YAML tag {event.tag!r}", event.start_mark)
                 stack.append(_Open({} if cls is yaml.MappingStartEvent else [], event.anchor))
@@ -229,6 +238,11 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "malformed YAML"
+        if _PARSER_DEPTH_PROBLEM in problem:
+            # libyaml (0.2.5 and later) stops nesting at its own limit while scanning ahead,
+            # before our count sees the events; the document is then deeper than ours too.
+            raise _fail(what, _too_deep(min(limits.max_depth, _PARSER_MAX_DEPTH)), mark) \
+                from None
         raise _fail(what, f"malformed YAML: {problem}", mark) from None
     except yaml.YAMLError as exc:
         raise _fail(what, f"malformed YAML: {exc}") from None
@@ -248,7 +262,7 @@ def _check_json_depth(data: Any, what: str, limits: Limits) -> None:
         else:
             continue
         if depth >= limits.max_depth:
-            raise _fail(what, f"nesting is deeper than {limits.max_depth} levels")
+            raise _fail(what, _too_deep(limits.max_depth))
         todo.extend((c, depth + 1) for c in children)
 
 
@@ -270,7 +284,7 @@ def load_document(source: str | bytes, what: str, limits: Limits = DEFAULT_LIMIT
         try:
             data = json.loads(source)
         except RecursionError:
-            raise _fail(what, f"nesting is deeper than {limits.max_depth} levels") from None
+            raise _fail(what, _too_deep(limits.max_depth)) from None
         except json.JSONDecodeError as exc:
             raise _fail(what, f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
                         ) from None

@@ -87,6 +87,18 @@ def test_deep_nesting_is_refused_without_crashing() -> None:
                                          Limits(max_bytes=10**6))
 
 
+def test_our_depth_limit_answers_before_the_parsers_own() -> None:
+    # libyaml scans flow collections ahead and stops at 1,000 levels with its own words;
+    # whatever the parser's version, the answer is the project's limit.
+    for text in ("[" * 1500 + "]" * 1500, "a: " + "{b: " * 1500 + "1" + "}" * 1500):
+        message = _error(text, Limits(max_bytes=10**6))
+        assert "nesting is deeper than 100 levels" in message
+        assert "malformed" not in message
+    # A limit above the parser's: the parser's bound is the one that holds, said plainly.
+    message = _error("[" * 1500 + "]" * 1500, Limits(max_bytes=10**6, max_depth=5000))
+    assert "nesting is deeper than 1000 levels" in message
+
+
 def test_depth_limit_is_configurable() -> None:
     assert load_document("a: [[[1]]]", "t", Limits(max_depth=4)) == {"a": [[[1]]]}
     assert "deeper than 3" in _error("a: [[[1]]]", Limits(max_depth=3))
