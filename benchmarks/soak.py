@@ -278,8 +278,9 @@ class Soak:
                                                 "NOT within the bound"))
         counts = report.counts
         print(f"leaked: {counts['leaked']}, duplicated: {counts['duplicated']}, stuck: "
-              f"{counts['stuck']}")
-        others = {k: n for k, n in counts.items() if k not in ("leaked", "duplicated", "stuck")}
+              f"{counts['stuck']}, event-ledger problems: {counts['ledger']}")
+        others = {k: n for k, n in counts.items()
+                  if k not in ("leaked", "duplicated", "stuck", "ledger")}
         if others:
             print("other problems: " + ", ".join(f"{k}: {n}" for k, n in sorted(others.items())))
         if report:

@@ -20,7 +20,8 @@ until it is terminal at its last generation.
 Printed per run: requests accepted, the last generation and its count, seconds from the last
 answer to the stack seen converged (the requirement: 10 s embedded, 20 s distributed),
 entities created against the most the requests required, and what is wrong with the end state
-(nothing, when it is the last accepted request's).
+(nothing, when it is the last accepted request's and the events are a faithful ledger of the
+entities, ``tests/ledger.py``).
 """
 
 from __future__ import annotations

@@ -20,3 +20,12 @@ class Conflict(ConvergenceError):
 
 class PreconditionFailed(ConvergenceError):
     """``If-Match`` named a generation the stack has moved past."""
+
+
+class InvalidParameter(ConvergenceError):
+    """A request parameter's value cannot be used (an event list's marker that is not an
+    event of the stack); the message names the parameter."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter

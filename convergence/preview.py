@@ -205,7 +205,7 @@ def preview_create(rt: Runtime, tenant: str, name: str, content: TemplateContent
                    ) -> CreatePreview:
     """Validate a new stack (raises TemplateError, Conflict) and list what it would create."""
     definition = build_definition(content, rt.registry)
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         if tx.find_stack(tenant, name) is not None:
             raise Conflict(f"The Stack ({name}) already exists.")
     resolver = definition.resolver(StackIdentity(name, "None", tenant))
@@ -241,7 +241,7 @@ def preview_update(rt: Runtime, tenant: str, name_or_id: str, template: str | No
     ``existing`` (PATCH): the current template, environment and parameters, with what is
     given on top, as ``services.update_stack`` does.
     """
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         stack = tx.find_stack(tenant, name_or_id)
         if stack is None:
             raise NotFound(f"The Stack ({name_or_id}) could not be found.")

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from convergence.engine.definitions import build_definition
 from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
 from convergence.engine.work import PLAN, Work
-from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.errors import Conflict, InvalidParameter, NotFound, PreconditionFailed
 from convergence.plugins.registry import PluginRegistry
-from convergence.store import orphans, sweeps
+from convergence.store import event_pages, orphans, sweeps
+from convergence.store.event_pages import EventQuery
 from convergence.store.repository import Tx, template_id
 from convergence.store.views import (
     EventView,
@@ -210,18 +211,22 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
     content = _content(template, files, environments, parameters)
     _accept(rt, content)
     stack_id = str(uuid.uuid4())
-    with rt.store.begin() as tx:
+
+    def accept(tx: Tx) -> tuple[StackView, str]:
         if tx.find_stack(tenant, name) is not None:
             raise Conflict(f"The Stack ({name}) already exists.")
         tid = tx.put_template(content)
+        # Two creates of one name that both passed the look-up: the unique index on live
+        # names refuses the second (Conflict), whichever commits first.
         tx.insert_stack(stack_id, tenant, name, timeout_mins=timeout_mins,
                         disable_rollback=disable_rollback)
         stack = tx.stack(stack_id)
         assert stack is not None
         traversal_id = begin_traversal(tx, stack, "CREATE", tid)
-        stack = tx.stack(stack_id)
+        return _stack_or_404(tx, tenant, stack_id), traversal_id
+
+    stack, traversal_id = rt.store.transact(accept)
     _start(rt, traversal_id)
-    assert stack is not None
     return stack
 
 
@@ -259,21 +264,35 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
     and apply what is given on top; ``clear_parameters`` drops kept values (back to defaults).
     ``disable_rollback`` changes the stack's setting (None keeps it); ``expected_generation``
     refuses the update (PreconditionFailed) if the stack moved past it.
+
+    What a PATCH builds on is the stack's template as the accepting transaction finds it, with
+    the stack row locked: two PATCHes never merge from one copy, so neither undoes the other.
+    The merge is made and validated first from a plain read (no lock held while a large
+    template is validated); when another request was accepted in between, it is made again
+    from what the lock found.
     """
-    with rt.store.begin() as tx:
+    def requested(current: TemplateContent | None) -> TemplateContent:
+        content = requested_content(current, template, files, environments, parameters,
+                                    existing=existing, clear_parameters=clear_parameters)
+        _accept(rt, content)
+        return content
+
+    with rt.store.read() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
-        current = tx.template(stack.template_id) if stack.template_id else None
+        based_on = stack.template_id
+        current = tx.template(based_on) if based_on else None
     _refuse_while_deleting(stack, "updated")
     _expect(stack, expected_generation)
-    content = requested_content(current, template, files, environments, parameters,
-                                existing=existing, clear_parameters=clear_parameters)
-    _accept(rt, content)
+    content = requested(current)
     stack_id = stack.id
 
     def accept(tx: Tx) -> tuple[StackView, str]:
         stack = _locked_stack(tx, tenant, stack_id)
         _refuse_while_deleting(stack, "updated")
         _expect(stack, expected_generation)
+        wanted = content
+        if existing and stack.template_id != based_on:
+            wanted = requested(tx.template(stack.template_id) if stack.template_id else None)
         changes: dict[str, Any] = {}
         if timeout_mins is not None:
             changes["timeout_mins"] = timeout_mins
@@ -282,7 +301,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         if changes:
             tx.update_stack(stack.id, **changes)
             stack = _stack_or_404(tx, tenant, stack.id)
-        traversal_id = begin_traversal(tx, stack, "UPDATE", tx.put_template(content))
+        traversal_id = begin_traversal(tx, stack, "UPDATE", tx.put_template(wanted))
         return _stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accept)
@@ -295,10 +314,9 @@ def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
     """Delete wins over everything before it."""
 
     def accept(tx: Tx) -> tuple[StackView, str | None]:
-        stack = _stack_or_404(tx, tenant, name_or_id)
+        stack = _locked_stack(tx, tenant, name_or_id)
         if stack.deleted_at is not None:
             return stack, None
-        stack = _locked_stack(tx, tenant, stack.id)
         _expect(stack, expected_generation)
         traversal_id = begin_traversal(tx, stack, "DELETE", None)
         return _stack_or_404(tx, tenant, stack.id), traversal_id
@@ -372,26 +390,35 @@ def reset_stack(rt: Runtime, tenant: str, name_or_id: str) -> tuple[StackView, i
 
 
 def get_stack(rt: Runtime, tenant: str, name_or_id: str) -> StackView:
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         return _stack_or_404(tx, tenant, name_or_id)
 
 
 def list_stacks(rt: Runtime, tenant: str, *, include_deleted: bool = False) -> list[StackView]:
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         return tx.stacks(tenant, include_deleted=include_deleted)
 
 
 def list_resources(rt: Runtime, tenant: str, name_or_id: str) -> list[RecordView]:
     """The current version of each resource (replaced versions still being cleaned up too)."""
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
         return tx.records(stack.id)
 
 
-def list_events(rt: Runtime, tenant: str, name_or_id: str, after: int = 0) -> list[EventView]:
-    with rt.store.begin() as tx:
+def list_events(rt: Runtime, tenant: str, name_or_id: str, after: int = 0,
+                query: EventQuery | None = None) -> list[EventView]:
+    """The stack's events after the id ``after``, or the page ``query`` asks for (paged,
+    ordered and filtered by the database: ``convergence.store.event_pages``)."""
+    with rt.store.read() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
-        return tx.events(stack.id, after)
+        if query is None:
+            return tx.events(stack.id, after)
+        found = event_pages.page(tx, stack.id, query)
+        if found is None:
+            raise InvalidParameter("marker", f"'marker' must be an event of the stack: "
+                                   f"{query.marker} is not an event of {stack.name}.")
+        return found
 
 
 def resume_stack(rt: Runtime, stack: StackView) -> None:
@@ -458,14 +485,14 @@ def project_events_after(rt: Runtime, tenant: str, after: int = 0,
 
 def ping_database(rt: Runtime) -> None:
     """Raises when the database does not answer a trivial query."""
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         tx.ping()
 
 
 def store_stats(rt: Runtime) -> tuple[dict[str, int], dict[tuple[str, str], int], int]:
     """Live stacks by ``ACTION_STATUS``, traversals by (action, state), and the orphans
     waiting to be removed: three cheap queries."""
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         return tx.stack_counts(), tx.traversal_counts(), orphans.count(tx)
 
 
@@ -549,7 +576,7 @@ def _export(tx: Tx, stack: StackView) -> dict[str, Any]:
 
 def export_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
     """Heat's abandon/export blob of a stack (what adopt takes back), changing nothing."""
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         return _export(tx, _stack_or_404(tx, tenant, name_or_id))
 
 
@@ -560,8 +587,8 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
     listed), as Heat's abandon does. Refused (Conflict) while a traversal is in progress: a
     step in flight could otherwise act on resources the blob does not show.
     """
-    with rt.store.begin() as tx:
-        stack = _stack_or_404(tx, tenant, name_or_id)
+    def abandon(tx: Tx) -> dict[str, Any]:
+        stack = _locked_stack(tx, tenant, name_or_id)
         if stack.deleted_at is not None:
             raise NotFound(f"The Stack ({name_or_id}) could not be found.")
         if stack.status == "IN_PROGRESS":
@@ -575,7 +602,9 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
                         traversal_id=None, deleted_at=tx.now)
         tx.add_events(stack.id, None, stack.generation, [NewEvent(
             stack.name, stack.id, "OS::Heat::Stack", "DELETE", "COMPLETE", reason)])
-    return blob
+        return blob
+
+    return rt.store.transact(abandon)
 
 
 def mark_resource_health(rt: Runtime, tenant: str, name_or_id: str, resource: str,
@@ -585,8 +614,8 @@ def mark_resource_health(rt: Runtime, tenant: str, name_or_id: str, resource: st
 
     Conflict while a step holds the resource's lease.
     """
-    with rt.store.begin() as tx:
-        stack = _stack_or_404(tx, tenant, name_or_id)
+    def mark(tx: Tx) -> RecordView:
+        stack = _locked_stack(tx, tenant, name_or_id)
         current = _current(tx.records(stack.id))
         found = [r for r in current if r.name == resource] or \
             [r for r in current if r.physical_id and r.physical_id == resource]
@@ -605,3 +634,5 @@ def mark_resource_health(rt: Runtime, tenant: str, name_or_id: str, resource: st
         tx.add_events(stack.id, None, stack.generation, [NewEvent(
             record.name, record.physical_id, record.type, "CHECK", status, why)])
         return tx.records_by_id([record.id])[record.id]
+
+    return rt.store.transact(mark)

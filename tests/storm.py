@@ -16,7 +16,9 @@ table (what ``OS::Heat::TestResource`` created; deleted rows are kept with ``del
 every creation is counted). A member may be created at most as often as the requests required:
 once for the initial create if ``i < 20``, plus once each time, in generation order, ``N > i``
 turned from false to true. A request answered with a server error (5xx) or not at all is a
-problem too: refusing an update is the API's right (a 4xx), failing on it is not.
+problem too: refusing an update is the API's right (a 4xx), failing on it is not. The stack's
+events must be a faithful ledger of the entities (``tests/ledger.py``): every physical id's
+events run from its create to its ``DELETE_COMPLETE``, or it is still alive.
 
 Nothing here uses pytest: :func:`problems` lists what is wrong, the tests assert it is empty and
 the benchmark prints it.
@@ -35,6 +37,8 @@ from typing import Any
 
 import httpx
 from sqlalchemy import create_engine, text
+
+from tests import ledger
 
 MEMBERS = 40
 INITIAL = 20
@@ -87,9 +91,10 @@ class Storm:
     resources: list[dict[str, Any]] = field(default_factory=list)  # the API's resource list
     entities: list[tuple[str, str, float | None]] = field(default_factory=list)  # owner, value,
     # deleted_at: every entity the stack's members ever created
-    # The stack's events (name, physical id, action, status, reason, generation), in order:
-    # what a wrong end state is read from.
+    # The stack's events (name, physical id, action, status, reason, generation, resource
+    # type), in order: what a wrong end state is read from, and the ledger checked.
     events: list[tuple[Any, ...]] = field(default_factory=list)
+    live_ids: dict[str, str] = field(default_factory=dict)  # live entity id -> value
     tail_seconds: float = 0.0  # the last answer -> the stack seen converged
     tail_last_generation_seconds: float = 0.0  # the highest generation's answer -> converged
 
@@ -220,10 +225,18 @@ def entity_rows(database_url: str, stack_id: str) -> list[tuple[str, str, float 
         ":prefix ORDER BY created_at", prefix=f"{stack_id}/%")]
 
 
+def live_entity_ids(database_url: str, stack_id: str) -> dict[str, str]:
+    """The stack's live ``test_entities``: entity id (a member's physical id) -> value."""
+    return {r.id: r.value for r in _rows(
+        database_url, "SELECT id, value FROM test_entities WHERE owner LIKE :prefix AND "
+        "deleted_at IS NULL", prefix=f"{stack_id}/%")}
+
+
 def event_rows(database_url: str, stack_id: str) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in _rows(
         database_url, "SELECT resource_name, physical_resource_id, action, status, reason, "
-        "generation FROM events WHERE stack_id = :stack ORDER BY id", stack=stack_id)]
+        "generation, resource_type FROM events WHERE stack_id = :stack ORDER BY id",
+        stack=stack_id)]
 
 
 def _rows(database_url: str, query: str, **params: Any) -> list[Any]:
@@ -255,6 +268,7 @@ def run_storm(base: str, database_url: str, *, seed: int = 6, tenant: str | None
         storm.tail_last_generation_seconds = converged - storm.last.answered
         storm.resources = client.get(f"{path}/resources").json()["resources"]
     storm.entities = entity_rows(database_url, stack_id)
+    storm.live_ids = live_entity_ids(database_url, stack_id)
     storm.events = event_rows(database_url, stack_id)
     return storm
 
@@ -297,6 +311,10 @@ def problems(storm: Storm) -> list[str]:
     strays = sorted(set(created) - set(required))
     if strays:
         found.append(f"entities of values no member has: {strays}")
+    found.extend(f"ledger: {p}" for p in ledger.problems(
+        ledger.entries((e[0], e[1], e[6], e[2], e[3], e[4], e[5]) for e in storm.events),
+        storm.live_ids, {r["physical_resource_id"]: r["resource_status"]
+                         for r in storm.resources if r.get("physical_resource_id")}))
     return found
 
 

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.errors import Conflict, InvalidParameter, NotFound, PreconditionFailed
 from convergence.store.errors import unreachable
 from convergence.template import TemplateError
 from convergence.template.errors import SYNTAX
@@ -103,6 +103,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
         return error_response(409, "Conflict", str(exc))
+
+    @app.exception_handler(InvalidParameter)
+    async def _invalid_parameter(_: Request, exc: InvalidParameter) -> JSONResponse:
+        return error_response(400, "HTTPBadRequest", str(exc))
 
     @app.exception_handler(PreconditionFailed)
     async def _precondition(_: Request, exc: PreconditionFailed) -> JSONResponse:

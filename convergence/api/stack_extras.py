@@ -30,7 +30,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from convergence import services
-from convergence.api import views
+from convergence.api import event_params, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
 from convergence.api.stacks import (
@@ -40,12 +40,13 @@ from convergence.api.stacks import (
     _flag,
     _int_param,
     canonical_stack,
+    event_page,
     json_body,
-    list_events,
     runtime,
 )
 from convergence.errors import Conflict, NotFound
 from convergence.runtime import Runtime
+from convergence.store.event_pages import EventQuery
 from convergence.store.views import EventView, RecordView, StackView
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
@@ -179,17 +180,17 @@ def show_resource_event(request: Request, resource_name: str, event_id: str,
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events")
-def list_resource_events(request: Request, resource_name: str, limit: str | None = None,
-                         marker: str | None = None, sort_dir: str = "asc",
-                         resource_status: str | None = None,
-                         resource_action: str | None = None,
+def list_resource_events(request: Request, resource_name: str,
                          stack: StackView = Depends(canonical_stack),  # noqa: B008
                          rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
-    answer = list_events(request, limit, marker, sort_dir, resource_name, resource_status,
-                         resource_action, None, None, stack, rt)
-    if not answer["events"] and _record(rt, stack, resource_name) is None and not any(
-            e.resource_name == resource_name
-            for e in services.list_events(rt, stack.tenant, stack.id)):
+    """One resource's events: the stack's event list with its ``resource_name`` (same
+    parameters, paged in the database). 404 when the stack has no such resource and never
+    had (no event names it)."""
+    query = event_params.event_query(request.query_params, resource_name=resource_name)
+    answer = event_page(request, rt, stack, query)
+    if not answer["events"] and _record(rt, stack, resource_name) is None and \
+            not services.list_events(rt, stack.tenant, stack.id, query=EventQuery(
+                limit=1, resource_names=(resource_name,))):
         raise _no_resource(stack, resource_name)
     return answer
 

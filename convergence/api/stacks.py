@@ -24,11 +24,12 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from convergence import services
-from convergence.api import ops, stream, views
+from convergence.api import event_params, ops, stream, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError, Redirect
 from convergence.errors import Conflict, NotFound
 from convergence.runtime import Runtime
+from convergence.store.event_pages import EventQuery
 from convergence.store.views import RecordView, StackView, TemplateContent
 from convergence.template import TemplateError, load_document
 
@@ -204,7 +205,7 @@ def if_match_generation(request: Request) -> int | None:
 def _content(rt: Runtime, stack: StackView) -> TemplateContent | None:
     if not stack.template_id:
         return None
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         return tx.template(stack.template_id)
 
 
@@ -368,37 +369,28 @@ def show_resource(request: Request, resource_name: str,
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/events")
-def list_events(request: Request, limit: str | None = None, marker: str | None = None,
-                sort_dir: str = "asc", resource_name: str | None = None,
-                resource_status: str | None = None, resource_action: str | None = None,
-                watch: str | None = None, wait: str | None = None,
+def list_events(request: Request, marker: str | None = None, watch: str | None = None,
+                wait: str | None = None,
                 stack: StackView = Depends(canonical_stack),  # noqa: B008
                 rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
-    if sort_dir.lower() not in ("asc", "desc"):
-        raise _bad("'sort_dir' must be asc or desc.")
-    descending = sort_dir.lower() == "desc"
+    """Heat's event list, paged in the database (its parameters: ``api.event_params``);
+    ``watch=true``: the SSE stream; ``wait=N``: long-poll for an event after the marker."""
     after = _int_param(marker, "marker")
-    # watch=true: the SSE stream; wait=N: long-poll for an event after the marker.
+    # The long-poll's marker is where the client stands in the log (``marker=0``: before
+    # everything), not necessarily an event of the stack. Parameters are checked before the
+    # wait, so that a bad one answers 400 at once.
+    query = event_params.event_query(request.query_params, position_marker=wait is not None)
     pushed = stream.stack_events(request, rt, stack, watch=watch, wait=wait, marker=after,
-                                 answer=lambda: list_events(
-                                     request, limit, marker, sort_dir, resource_name,
-                                     resource_status, resource_action, None, None, stack, rt))
+                                 answer=lambda: event_page(request, rt, stack, query))
     if pushed is not None:
         return pushed
-    events = services.list_events(rt, stack.tenant, stack.id)
-    if resource_name is not None:
-        events = [e for e in events if e.resource_name == resource_name]
-    if resource_status is not None:
-        events = [e for e in events if e.status == resource_status]
-    if resource_action is not None:
-        events = [e for e in events if e.action == resource_action]
-    if descending:
-        events = [e for e in reversed(events) if after is None or e.id < after]
-    elif after is not None:
-        events = [e for e in events if e.id > after]
-    size = _int_param(limit, "limit")
-    if size is not None:
-        events = events[:max(size, 0)]
+    return event_page(request, rt, stack, query)
+
+
+def event_page(request: Request, rt: Runtime, stack: StackView,
+               query: EventQuery) -> dict[str, Any]:
+    """One page of the stack's events, as Heat's event list answers it."""
+    events = services.list_events(rt, stack.tenant, stack.id, query=query)
     base = _base(request)
     return {"events": [views.event_item(base, stack, e) for e in events]}
 

@@ -84,7 +84,7 @@ async def create_subscription(request: Request, tenant_id: str,
 @router.get("/subscriptions")
 def list_subscriptions(tenant_id: str,
                        rt: Runtime = Depends(_runtime)) -> dict[str, Any]:  # noqa: B008
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         return {"subscriptions": [view(s) for s in tx.subscriptions(tenant_id)]}
 
 
@@ -95,7 +95,7 @@ def _not_found(sub_id: str) -> ApiError:
 @router.get("/subscriptions/{sub_id}")
 def show_subscription(tenant_id: str, sub_id: str,
                       rt: Runtime = Depends(_runtime)) -> dict[str, Any]:  # noqa: B008
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         sub = tx.subscription(tenant_id, sub_id)
     if sub is None:
         raise _not_found(sub_id)
@@ -106,7 +106,7 @@ def show_subscription(tenant_id: str, sub_id: str,
 def list_deliveries(tenant_id: str, sub_id: str,
                     rt: Runtime = Depends(_runtime)) -> dict[str, Any]:  # noqa: B008
     """The delivery log, for debugging: attempts, last error, delivered or not."""
-    with rt.store.begin() as tx:
+    with rt.store.read() as tx:
         if tx.subscription(tenant_id, sub_id) is None:
             raise _not_found(sub_id)
         found = tx.deliveries(sub_id)

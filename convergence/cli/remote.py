@@ -271,10 +271,15 @@ class RemoteClient:
         data = self._json("GET", f"{self._path(s)}/resources/{quote(resource_name, safe='')}")
         return resource_fields(data["resource"], detail=True)
 
-    def list_events(self, s: StackView, after: int = 0) -> list[EventView]:
+    def list_events(self, s: StackView, after: int = 0,
+                    query: Mapping[str, Any] | None = None) -> list[EventView]:
+        """The stack's events after the id ``after``, or the page of Heat's event list that
+        ``query`` (its query string) asks for."""
         params: dict[str, Any] = {"sort_dir": "asc"}
         if after:
             params["marker"] = after
+        if query is not None:
+            params = dict(query)
         data = self._json("GET", f"{self._path(s)}/events", params=params)
         return [event_view(e, s) for e in data.get("events", [])]
 

@@ -1,9 +1,12 @@
 """``convergence stack|resource|event|output ...``: stacks from the command line, Heat-style.
 
 Shaped like ``openstack stack ...`` (python-heatclient): ``stack create|update|cancel|delete|
-list|show|resources``, ``resource list|show``, ``event list [--follow]``, ``output list|show``,
-``-f table|json|yaml`` with Heat's field names. Registered on the ``convergence`` group by
-``convergence.cli``; calls ``convergence.services`` and nothing below it.
+list|show|resources``, ``resource list|show``, ``event list [--follow]`` (or a page of the list:
+``--resource``, ``--filter``, ``--limit``, ``--marker``, ``--sort``, paged by the database as
+the API's event list is), ``output list|show``, ``-f table|json|yaml`` with Heat's field
+names. Registered on the ``convergence`` group by ``convergence.cli``; calls
+``convergence.services`` and nothing below it (the event list's page is the store's
+``EventQuery``, a plain value).
 
 Embedded mode (no broker): a command that starts work runs its traversal to the end in this
 process, and a command that finds a stack left in progress by an interrupted one resumes it
@@ -24,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -38,6 +41,7 @@ from convergence.cli.progress import Snapshot, View, make_view, run_to_end, sett
 from convergence.cli.remote import STACK_TYPE, Progress, RemoteClient
 from convergence.cli.state import CliState, pass_state
 from convergence.errors import ConvergenceError
+from convergence.store.event_pages import SORT_KEYS, EventQuery, sorts_by_type
 from convergence.store.views import EventView, RecordView, StackView
 from convergence.template import TemplateError, load_document
 
@@ -455,23 +459,44 @@ def event() -> None:
     """Look at a stack's events."""
 
 
+_EVENT_FILTERS = ("resource_name", "resource_action", "resource_status", "resource_type",
+                  "physical_resource_id")
+
+
 @event.command("list")
 @click.argument("name")
+@click.option("--resource", help="Only the events of this resource.")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE",
+              help="Only the events whose KEY is VALUE (KEY: resource_name, resource_action, "
+                   "resource_status, resource_type, physical_resource_id); several values of "
+                   "a key: any of them.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many events.")
+@click.option("--marker", type=int, help="Start after this event id, in the chosen order.")
+@click.option("--sort", "sorts", multiple=True, metavar="KEY[:asc|desc]",
+              help="Order by event_time (the default) or resource_type; ':desc' for the "
+                   "newest first.")
 @click.option("--follow", is_flag=True,
               help="Print events as they happen, until the stack's current request ends.")
 @out.format_option
 @pass_state
 @report_errors
-def event_list(state: CliState, name: str, follow: bool, fmt: out.Format) -> None:
+def event_list(state: CliState, name: str, resource: str | None, filters: tuple[str, ...],
+               limit: int | None, marker: int | None, sorts: tuple[str, ...], follow: bool,
+               fmt: out.Format) -> None:
     """List the events of stack NAME (stack-level ones carry the stack's name and id)."""
+    paged = bool(resource or filters or sorts) or limit is not None or marker is not None
+    if follow and paged:
+        raise click.UsageError("--follow prints every event: it takes no --resource, "
+                               "--filter, --limit, --marker or --sort.")
+    query, params = _event_page(resource, filters, limit, marker, sorts)
     client = state.remote()
     if client is not None:
-        _remote_events(client, name, follow, fmt)
+        _remote_events(client, name, follow, fmt, params)
         return
     rt = state.runtime()
     if not follow:
         s = _stack(state, name)
-        events = services.list_events(rt, state.tenant, s.id)
+        events = services.list_events(rt, state.tenant, s.id, query=query)
         out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
         return
     s = services.get_stack(rt, state.tenant, name)
@@ -501,6 +526,49 @@ def event_list(state: CliState, name: str, follow: bool, fmt: out.Format) -> Non
 stack.add_command(event_list, "events")
 
 
+def _event_page(resource: str | None, filters: Sequence[str], limit: int | None,
+                marker: int | None, sorts: Sequence[str]) -> tuple[EventQuery, dict[str, Any]]:
+    """The page ``event list`` asks for: as the store's query (embedded) and as the query
+    string of Heat's event list (remote), which pages the same way."""
+    wanted: dict[str, list[str]] = {key: [] for key in _EVENT_FILTERS}
+    for item in filters:
+        key, sep, value = item.partition("=")
+        if not sep or key not in wanted:
+            raise click.BadParameter(f"{item!r}: KEY=VALUE, KEY one of "
+                                     f"{', '.join(_EVENT_FILTERS)}", param_hint="--filter")
+        wanted[key].append(value)
+    if resource:
+        wanted["resource_name"] = [resource]
+    keys, directions = [], set()
+    for item in sorts:
+        key, _, direction = item.partition(":")
+        key = key or "event_time"
+        if key not in SORT_KEYS or direction not in ("", "asc", "desc"):
+            raise click.BadParameter(f"{item!r}: KEY[:asc|desc], KEY one of "
+                                     f"{', '.join(SORT_KEYS)}", param_hint="--sort")
+        keys.append(key)
+        directions.add(direction or "asc")
+    if len(directions) > 1:  # Heat's list has one direction for all its keys
+        raise click.BadParameter("one direction for every key", param_hint="--sort")
+    descending = directions == {"desc"}
+    query = EventQuery(limit=limit, marker=marker, descending=descending,
+                       by_type=sorts_by_type(keys),
+                       resource_names=tuple(wanted["resource_name"]),
+                       actions=tuple(wanted["resource_action"]),
+                       statuses=tuple(wanted["resource_status"]),
+                       resource_types=tuple(wanted["resource_type"]),
+                       physical_ids=tuple(wanted["physical_resource_id"]))
+    params: dict[str, Any] = {"sort_dir": "desc" if descending else "asc",
+                              **{k: v for k, v in wanted.items() if v}}
+    if keys:
+        params["sort_keys"] = keys
+    if limit is not None:
+        params["limit"] = limit
+    if marker is not None:
+        params["marker"] = marker
+    return query, params
+
+
 def _echo_event(e: EventView, fmt: out.Format) -> None:
     """One event of ``--follow``: a log line, a JSON object per line, or a YAML document."""
     if fmt == "table":
@@ -511,12 +579,13 @@ def _echo_event(e: EventView, fmt: out.Format) -> None:
         click.echo("---\n" + out.dump(out.event_fields(e), fmt))
 
 
-def _remote_events(client: RemoteClient, name: str, follow: bool, fmt: out.Format) -> None:
-    """Remote mode: the event list, or (``--follow``) the watch stream until the stack's
-    current request ends."""
+def _remote_events(client: RemoteClient, name: str, follow: bool, fmt: out.Format,
+                   params: Mapping[str, Any]) -> None:
+    """Remote mode: the event list (the page ``params`` asks for), or (``--follow``) the watch
+    stream until the stack's current request ends."""
     s = client.get_stack(name)
     if not follow or settled(s):
-        events = client.list_events(s)
+        events = client.list_events(s, query=params)
         if not follow:
             out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
             return

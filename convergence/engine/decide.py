@@ -16,7 +16,9 @@ from typing import Any
 class Action(Enum):
     CREATE = "CREATE"  # bring a never-created (or failed-to-create) record into being
     UPDATE = "UPDATE"  # change it in place
-    REPLACE = "REPLACE"  # create a new version; the old one is deleted by its cleanup node
+    # Create a new version; the old one is deleted by its cleanup node (or its delete, under
+    # way, is seen to its end there).
+    REPLACE = "REPLACE"
     DELETE = "DELETE"  # remove it from the cloud
     POLL = "POLL"  # an operation of this record is under way: look at it again
     NOTHING = "NOTHING"  # already as wanted (record it as converged to the new template)
@@ -62,7 +64,12 @@ def decide_converge(observed: Observed, desired: Desired, needs_replace: bool) -
     if observed.action == "INIT" or (observed.action == "CREATE" and observed.status == "FAILED"):
         return Action.CREATE
     if observed.action == "DELETE":
-        return Action.CREATE  # deleted underneath us (or a delete was interrupted): rebuild
+        if observed.status == "COMPLETE":
+            return Action.CREATE  # deleted underneath us: rebuild
+        # A delete was started (by a traversal since superseded) and not seen to its end:
+        # what it deletes is the old version's, to finish by its cleanup (whose events end
+        # that physical resource's story); the resource is made anew beside it.
+        return Action.REPLACE
     if observed.type != desired.type:
         return Action.REPLACE
     if observed.action == "CHECK" and observed.status == "FAILED":

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from convergence.engine.definitions import DefinitionCache
+from convergence.engine.deletion import definition_policy, record_policy
 from convergence.engine.leases import LeaseKeeper
 from convergence.engine.stackdata import RecordData
 from convergence.engine.step import (
@@ -100,6 +101,25 @@ class _Batch:
     gone: list[NodeView] = field(default_factory=list)  # nothing left to do: done
 
 
+def abandon_operations(tx: Tx, stack: StackView, record_ids: Sequence[int]) -> list[NewEvent]:
+    """Records of a stack with no traversal running that still wait on an operation nobody
+    holds: FAILED, the operation abandoned (the next traversal finds what it made by the
+    record's key); returns the events that say so."""
+    if not record_ids:
+        return []
+    reason = f"abandoned: {stack.status_reason or f'Stack {stack.action} stopped'}"
+    return [NewEvent(r.name, r.physical_id, r.type, r.action, "FAILED", reason)
+            for r in tx.fail_operations(record_ids, reason)]
+
+
+def _policies(definition: StackDefinition | None,
+              items: Sequence[tuple[str, str]]) -> dict[str, str | None]:
+    """The deletion policy of each new record's definition (see ``Tx.insert_records``)."""
+    if definition is None:
+        return {}
+    return {name: definition_policy(definition, name) for name, _ in items}
+
+
 def _info(r: RecordOutline) -> RecordInfo:
     # COMPLETE: no operation under way either (a pending one is IN_PROGRESS).
     intact = r.status == "COMPLETE" and r.action not in ("INIT", "DELETE")
@@ -135,7 +155,7 @@ class Engine:
 
     # wiring ---------------------------------------------------------------------------------
     def _load_template(self, template_id: str) -> TemplateContent:
-        with self.store.begin() as tx:
+        with self.store.read() as tx:
             return tx.template(template_id)
 
     def _plugin(self, type_name: str) -> ResourcePlugin | None:
@@ -175,7 +195,9 @@ class Engine:
             stack = tx.stack(inp.stack.id, lock=True)
             if stack is None or stack.traversal_id != inp.traversal_id:
                 return None
-            new_id = tx.insert_replacement(inp.record, inp.token, rtype)
+            policy = definition_policy(inp.definition, inp.record.name) \
+                if inp.definition is not None else None
+            new_id = tx.insert_replacement(inp.record, inp.token, rtype, policy)
             if new_id is None:
                 return None
             tx.set_node_record(inp.traversal_id, inp.node.seq, new_id)
@@ -183,17 +205,10 @@ class Engine:
             self.leases.add(owner, [new_id])
             return tx.records_by_id([new_id])[new_id]
 
-    def _deletion_policy(self, record: RecordView) -> str:
-        """The deletion_policy of the template a record was last converged to."""
-        if record.template_id is None:
-            return "Delete"
-        try:
-            definition = self.definitions.get(record.template_id)
-            resolver = definition.resolver()
-            policy = resolver.resolve(definition.template.resources[record.name].deletion_policy)
-        except (KeyError, TemplateError, UnknownValue):
-            return "Delete"
-        return policy if isinstance(policy, str) else "Delete"
+    def _deletion_policy(self, record: RecordView) -> str | None:
+        """The deletion policy of what a record made; None: it cannot be told (see
+        :func:`convergence.engine.deletion.record_policy`)."""
+        return record_policy(record, self.definitions.get, self._load_template)
 
     def _owner(self) -> str:
         return f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
@@ -211,44 +226,47 @@ class Engine:
 
     # planning -------------------------------------------------------------------------------
     def plan(self, traversal_id: str) -> list[Work]:
-        """Plan a traversal once; planning again (a duplicate message) re-offers ready nodes."""
-        with self.store.begin() as tx:
-            # Locked: two copies of the plan message must not both plan.
-            trav = tx.traversal(traversal_id, lock=True)
-            if trav is None:
-                return []
-            stack = tx.stack(trav.stack_id)
-            if stack is None or stack.traversal_id != trav.id:
-                return []
-            if trav.state == RUNNING:
-                return list(batches(trav.id, tx.ready_nodes(trav.id), self.batch_size))
-            if trav.state != PLANNING:
-                return []
-            try:
-                definition = self.definitions.get(trav.template_id, tx.template) \
-                    if trav.template_id else None
-            except TemplateError as exc:
-                # Stored content is validated when accepted; a change of plugins since can
-                # still make it invalid, and that is the traversal's failure, not a crash.
-                tx.start_running(trav.id, 0)
-                tx.count_done(trav.id, 0, 0, f"the template is no longer valid: {exc}")
-                return [Work(FINISH, trav.id)]
-            infos = [_info(r) for r in tx.record_outlines(stack.id)]
-            wanted = dict(definition.dependencies) if definition else {}
-            chosen = choose_records(infos, trav.template_id)
-            heads = {i.name: i.id for i in infos if i.replaced_by is None}
-            # An earlier version the target wants as it is becomes current again (rollback).
-            # (Its replacement may be gone already, deleted by a traversal since.)
-            tx.restore_records([(info.id, heads.get(info.name)) for info in chosen.values()
-                                if info.replaced_by is not None])
-            current = {name: r.id for name, r in chosen.items() if name in wanted}
-            missing = [(name, definition.resource_types[name]) for name in wanted
-                       if name not in current] if definition else []
-            current.update(tx.insert_records(stack.id, missing))
-            plan = build_plan(wanted, current, infos)
-            tx.insert_nodes(trav.id, plan.nodes)
-            tx.start_running(trav.id, len(plan.nodes))
-            ready = sorted(plan.ready)
+        """Plan a traversal once; planning again (a duplicate message) re-offers ready nodes.
+        A plan the database picked as a deadlock's victim is made again at once."""
+        return self.store.transact(lambda tx: self._plan_in(tx, traversal_id))
+
+    def _plan_in(self, tx: Tx, traversal_id: str) -> list[Work]:
+        # Locked: two copies of the plan message must not both plan.
+        trav = tx.traversal(traversal_id, lock=True)
+        if trav is None:
+            return []
+        stack = tx.stack(trav.stack_id)
+        if stack is None or stack.traversal_id != trav.id:
+            return []
+        if trav.state == RUNNING:
+            return list(batches(trav.id, tx.ready_nodes(trav.id), self.batch_size))
+        if trav.state != PLANNING:
+            return []
+        try:
+            definition = self.definitions.get(trav.template_id, tx.template) \
+                if trav.template_id else None
+        except TemplateError as exc:
+            # Stored content is validated when accepted; a change of plugins since can
+            # still make it invalid, and that is the traversal's failure, not a crash.
+            tx.start_running(trav.id, 0)
+            tx.count_done(trav.id, 0, 0, f"the template is no longer valid: {exc}")
+            return [Work(FINISH, trav.id)]
+        infos = [_info(r) for r in tx.record_outlines(stack.id)]
+        wanted = dict(definition.dependencies) if definition else {}
+        chosen = choose_records(infos, trav.template_id)
+        heads = {i.name: i.id for i in infos if i.replaced_by is None}
+        # An earlier version the target wants as it is becomes current again (rollback).
+        # (Its replacement may be gone already, deleted by a traversal since.)
+        tx.restore_records([(info.id, heads.get(info.name)) for info in chosen.values()
+                            if info.replaced_by is not None])
+        current = {name: r.id for name, r in chosen.items() if name in wanted}
+        missing = [(name, definition.resource_types[name]) for name in wanted
+                   if name not in current] if definition else []
+        current.update(tx.insert_records(stack.id, missing, _policies(definition, missing)))
+        plan = build_plan(wanted, current, infos)
+        tx.insert_nodes(trav.id, plan.nodes)
+        tx.start_running(trav.id, len(plan.nodes))
+        ready = sorted(plan.ready)
         if not plan.nodes:
             return [Work(FINISH, traversal_id)]
         # A small first batch (run inline by the planner's worker) gets the first results out
@@ -270,6 +288,8 @@ class Engine:
                 if trav is None or stack is None or trav.state != RUNNING or \
                         stack.traversal_id != trav.id:
                     self.stats.stale += 1
+                    if expect is not None and stack is not None:
+                        self._abandon_polled(tx, stack, traversal_id, seqs, expect)
                     return []
                 loaded = tx.nodes(trav.id, seqs)
                 if not any(n.state == READY for n in loaded):
@@ -349,9 +369,9 @@ class Engine:
             assert definition is not None
             found = {name: r.id for name, r in tx.heads(stack.id, [n.name for n in rebuild])
                      .items()}
-            found.update(tx.insert_records(stack.id, [
-                (n.name, definition.resource_types[n.name]) for n in rebuild
-                if n.name not in found]))
+            new = [(n.name, definition.resource_types[n.name]) for n in rebuild
+                   if n.name not in found]
+            found.update(tx.insert_records(stack.id, new, _policies(definition, new)))
             for n in rebuild:
                 tx.set_node_record(trav.id, n.seq, found[n.name])
             claimed = tx.claim_records(list(found.values()), owner, tx.now + self.lease_seconds)
@@ -412,48 +432,102 @@ class Engine:
                 go_on: bool) -> tuple[list[Work], _Batch | None]:
         """The batch's one writing transaction; returns the follow-up work, and the next
         batch (its successors, already claimed) when ``go_on`` and there are any."""
-        trav = batch.trav
         if not results:
             return [], None
-        with self.store.begin() as tx:
-            now_trav, now_stack = tx.traversal_and_stack(trav.id)
-            assert now_trav is not None and now_stack is not None
-            current = now_stack.traversal_id == trav.id and now_trav.state == RUNNING
-            events: list[NewEvent] = []
-            applied = tx.apply_many([c for r in results
-                                     for c in self._watched(r, current)])
-            kept: list[StepResult] = []
-            lost: list[NewOrphan] = []
-            for r in results:
-                self.stats.by_outcome[r.outcome] += 1
-                if r.changes and r.changes[0].record_id not in applied:
-                    # Our lease was taken over (we were too slow, or frozen): what this step
-                    # did is its new holder's to find and record, and what it made that the
-                    # holder does not adopt is the sweeper's to remove.
-                    self.stats.fenced_off += 1
-                    orphan = self._orphan(batch, r)
-                    log.warning("fenced off: the lease of record %d was taken over; this "
-                                "step's result is not recorded%s", r.changes[0].record_id,
-                                "" if orphan is None else
-                                f"; {orphan.physical_id}, which it made, is noted as an orphan")
-                    if orphan is not None:
-                        lost.append(orphan)
-                    continue
-                events.extend(r.events)
-                kept.append(r)
-            orphans.note(tx, lost)
-            tx.add_events(now_stack.id, trav.id, trav.generation, events)
-            if not current:
-                # Superseded while the steps ran: what they did is recorded (fenced); the
-                # resources go on in the current traversal, from where they really are.
-                follow = self._hand_over(tx, now_stack, [
-                    c.record_id for r in kept for c in r.changes])
-                nxt = None
-            else:
-                follow, nxt = self._account(tx, now_trav, now_stack, kept, owner, go_on)
-        if events and self.on_events is not None:
+        for r in results:
+            self.stats.by_outcome[r.outcome] += 1
+        # Locks are taken in one order everywhere: the stack, then resources, then nodes, then
+        # the traversal. A failure may roll the stack back, so its stack is locked first.
+        failing = any(r.outcome == FAILED for r in results)
+        # A deadlock's victim (PostgreSQL picks one) is recorded again, from the start, at
+        # once: the results are in hand and the leases still held.
+        follow, nxt, told = self.store.transact(
+            lambda tx: self._record_in(tx, batch, results, owner, go_on, failing))
+        if told and self.on_events is not None:
             self.on_events()
         return merge(follow, self.batch_size), nxt
+
+    def _record_in(self, tx: Tx, batch: _Batch, results: list[StepResult], owner: str,
+                   go_on: bool, failing: bool) -> tuple[list[Work], _Batch | None, bool]:
+        """The body of :meth:`_record`: the follow-up work, the next batch, and whether any
+        event was written."""
+        trav = batch.trav
+        if failing:
+            tx.stack(trav.stack_id, lock=True)
+        now_trav, now_stack = tx.traversal_and_stack(trav.id)
+        assert now_trav is not None and now_stack is not None
+        current = now_stack.traversal_id == trav.id and now_trav.state == RUNNING
+        events: list[NewEvent] = []
+        applied = tx.apply_many([c for r in results for c in self._watched(r, current)])
+        kept: list[StepResult] = []
+        lost: list[NewOrphan] = []
+        late: list[NewEvent] = []  # the events of the fenced-off steps that made orphans
+        for r in results:
+            if r.changes and r.changes[0].record_id not in applied:
+                # Our lease was taken over (we were too slow, or frozen): what this step
+                # did is its new holder's to find and record, and what it made that the
+                # holder does not adopt is the sweeper's to remove.
+                self.stats.fenced_off += 1
+                orphan = self._orphan(batch, r)
+                log.warning("fenced off: the lease of record %d was taken over; this "
+                            "step's result is not recorded%s", r.changes[0].record_id,
+                            "" if orphan is None else
+                            f"; {orphan.physical_id}, which it made, is noted as an orphan")
+                if orphan is not None:
+                    lost.append(orphan)
+                    late.extend(r.events)
+                continue
+            events.extend(r.events)
+            kept.append(r)
+        events.extend(self._note_orphans(tx, lost, late))
+        if not current:
+            events.extend(self._unwatched(tx, now_stack, kept))
+        tx.add_events(now_stack.id, trav.id, trav.generation, events)
+        if not current:
+            # Superseded while the steps ran: what they did is recorded (fenced); the
+            # resources go on in the current traversal, from where they really are.
+            follow = self._hand_over(tx, now_stack, [
+                c.record_id for r in kept for c in r.changes])
+            return follow, None, bool(events)
+        follow, nxt = self._account(tx, now_trav, now_stack, kept, owner, go_on)
+        return follow, nxt, bool(events)
+
+    def _unwatched(self, tx: Tx, stack: StackView, kept: list[StepResult]) -> list[NewEvent]:
+        """A superseded step that leaves its resource waiting on an operation, in a stack with
+        no traversal running (cancelled without rollback, reset, failed meanwhile): nobody
+        will poll the operation, so the resource is FAILED, as the cancel did to the ones
+        nobody held, and an event says so."""
+        if stack.status == "IN_PROGRESS":
+            return []
+        waiting = [r.changes[0].record_id for r in kept
+                   if r.changes and r.outcome in (PENDING, RETRY)]
+        return abandon_operations(tx, stack, waiting)
+
+    def _abandon_polled(self, tx: Tx, stack: StackView, traversal_id: str,
+                        seqs: Sequence[int], expect: int) -> None:
+        """A poll for a traversal that stopped, of a stack with none running: the step that
+        sent it recorded its operation as under way just as the stack stopped (it read the
+        stack a moment before), and nobody else will poll it."""
+        if stack.status == "IN_PROGRESS":
+            return
+        ids = [n.record_id for n in tx.nodes(traversal_id, seqs) if n.record_id is not None]
+        mine = [i for i, token in tx.tokens(ids).items() if token == expect]
+        events = abandon_operations(tx, stack, mine)
+        tx.add_events(stack.id, stack.traversal_id, stack.generation, events)
+
+    @staticmethod
+    def _note_orphans(tx: Tx, lost: list[NewOrphan], late: list[NewEvent]) -> list[NewEvent]:
+        """Note what refused steps made (for the sweeper to remove) and return the events of
+        its making: the ledger tells its life from the step that made it to its removal. One
+        its record names by now was found and adopted by the new holder: no orphan."""
+        if not lost:
+            return []
+        names = {r.id: r.physical_id for r in tx.records_by_id(o.record_id for o in lost)
+                 .values()}
+        orphaned = [o for o in lost if names.get(o.record_id) != o.physical_id]
+        orphans.note(tx, orphaned)
+        made = {o.physical_id for o in orphaned}
+        return [e for e in late if e.physical_resource_id in made]
 
     def _orphan(self, batch: _Batch, result: StepResult) -> NewOrphan | None:
         """What a refused result names that its record did not when the step began: made (or
@@ -526,14 +600,17 @@ class Engine:
             successors.update(node.successors)
         ready = tx.release_successors(trav.id, successors)
         skipped = tx.skip_descendants(trav.id, failed) if failed else 0
+        nxt: _Batch | None = None
+        if go_on and ready:
+            # Claimed before the traversal's row is counted: resources before the traversal,
+            # the order every transaction locks them in. (Released nodes are not done: a
+            # traversal with ready ones is not finished.)
+            take, ready = ready[:self.batch_size], ready[self.batch_size:]
+            nxt = self._prepare(tx, trav, stack, tx.nodes(trav.id, take), owner)
         finished = False
         if done or failed or skipped:
             remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
             finished = remaining <= 0
-        nxt: _Batch | None = None
-        if go_on and ready and not finished:
-            take, ready = ready[:self.batch_size], ready[self.batch_size:]
-            nxt = self._prepare(tx, trav, stack, tx.nodes(trav.id, take), owner)
         follow.extend(batches(trav.id, ready + released, self.batch_size))
         if finished:
             follow.append(Work(FINISH, trav.id))
@@ -600,13 +677,14 @@ class Engine:
             if trav.action == "DELETE":
                 values["deleted_at"] = tx.now
         if tx.finish_stack(stack.id, trav.id, **values):
-            tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
             if not ok:
                 # An operation started by an earlier traversal, whose node here was skipped
                 # after the failure, has nobody left to watch it: say so rather than show it
                 # in progress (the next traversal finds what it made by the record's key).
+                # Resources before the traversal's row: the order every transaction keeps.
                 tx.fail_pending_operations(
                     stack.id, f"abandoned: Stack {trav.action} failed")
+            tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
             tx.add_events(stack.id, trav.id, trav.generation, [
                 stack_event(stack, trav.action, status, str(values["status_reason"]))])
 

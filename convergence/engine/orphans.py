@@ -75,8 +75,7 @@ def _reap(engine: Engine, orphan: Orphan, holder: str) -> str:
         stack = tx.stacks_by_id({orphan.stack_id}).get(orphan.stack_id)
         if stack is not None:
             tx.add_events(stack.id, stack.traversal_id, stack.generation, [NewEvent(
-                orphan.name, orphan.physical_id, orphan.type, claimed.action or "DELETE",
-                claimed.status or "COMPLETE",
+                orphan.name, orphan.physical_id, orphan.type, "DELETE", "COMPLETE",
                 f"{orphan.physical_id} removed: made by a step after its lease was taken "
                 f"over, and recorded by nobody")])
     log.info("orphan %s of record %d (%s) removed", orphan.physical_id, orphan.record_id,

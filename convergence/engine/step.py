@@ -9,12 +9,14 @@ so a slow cloud call holds no transaction open.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from convergence.engine.decide import Action, Desired, Observed, decide_cleanup, decide_converge
+from convergence.engine.deletion import RETAIN, SNAPSHOT, definition_policy
 from convergence.engine.stackdata import RecordData
 from convergence.plugins.base import (
     CREATE,
@@ -83,7 +85,7 @@ class Stepper:
                  context: Callable[[StackView, RecordView, Callable[[], bool]], PluginContext],
                  replace: Callable[[StepInput, str], RecordView | None],
                  now: Callable[[], float],
-                 deletion_policy: Callable[[RecordView], str] = lambda record: "Delete",
+                 deletion_policy: Callable[[RecordView], str | None] = lambda record: "Delete",
                  ) -> None:
         self._plugin = plugins
         self._context = context
@@ -94,7 +96,7 @@ class Stepper:
     def run(self, inp: StepInput) -> StepResult:
         try:
             if inp.node.phase == "converge":
-                return self._converge(inp)
+                return _stamp_policy(inp, self._converge(inp))
             return self._cleanup(inp)
         except Exception as exc:  # a plugin bug must fail the resource, not the worker
             if unreachable(exc):
@@ -222,6 +224,13 @@ class Stepper:
         rtype = inp.definition.resource_types[inp.node.name] if inp.definition else record.type
         physical_id = progress.physical_id or record.physical_id
         events: list[NewEvent] = []
+        if record.physical_id is not None and physical_id != record.physical_id:
+            # The plugin adopts what the record's key finds: making another means the one the
+            # record named is gone (a failed create removed it, or it vanished). The record
+            # forgets it now, so its story ends now, with its own id.
+            events.append(NewEvent(record.name, record.physical_id, record.type, DELETE,
+                                   "COMPLETE", f"no longer exists: {verb} made {physical_id} "
+                                   f"in its place"))
         if not poll:
             events.append(NewEvent(record.name, physical_id, rtype, verb, "IN_PROGRESS",
                                    "state changed"))
@@ -272,9 +281,13 @@ class Stepper:
         if action is Action.FORGET:
             return StepResult(inp.node.seq, DONE,
                               [RecordChange(record.id, inp.token, {}, delete=True)])
-        if action is Action.DELETE and record.operation is None and \
-                self._deletion_policy(record).lower() == "retain":
-            # Retain: the engine lets go of the resource; the cloud keeps it.
+        policy = self._deletion_policy(record) if action is Action.DELETE else None
+        if action is Action.DELETE and policy is None:
+            return self.fail(inp, record, inp.token, DELETE, "its deletion_policy cannot be "
+                             "read from the template it was converged to: nothing deleted")
+        if policy == RETAIN:
+            # Retain: the engine lets go of the resource and the cloud keeps it, in whatever
+            # state it is (a create under way included), as Heat's delete honours the policy.
             event = NewEvent(record.name, record.physical_id, record.type, DELETE, "COMPLETE",
                              "retained: deletion_policy is Retain")
             return StepResult(inp.node.seq, DONE,
@@ -294,7 +307,9 @@ class Stepper:
             else:
                 events.append(NewEvent(record.name, record.physical_id, record.type, DELETE,
                                        "IN_PROGRESS", "state changed"))
-                progress = plugin.delete(ctx, record.physical_id, record.properties)
+                # Snapshot: the plugin takes one first (one that cannot fails, keeping all).
+                delete = plugin.snapshot_delete if policy == SNAPSHOT else plugin.delete
+                progress = delete(ctx, record.physical_id, record.properties)
         except ResourceFailure as exc:
             return self.fail(inp, record, inp.token, DELETE, str(exc) or "delete failed")
         except RetryLater as exc:
@@ -318,6 +333,18 @@ class Stepper:
             "action": verb, "status": "FAILED", "status_reason": reason, "operation": None})
         event = NewEvent(record.name, record.physical_id, record.type, verb, "FAILED", reason)
         return StepResult(inp.node.seq, FAILED, [change], [event], reason=message)
+
+
+def _stamp_policy(inp: StepInput, result: StepResult) -> StepResult:
+    """Every record a converge step changed keeps the deletion policy of the definition it
+    acted for (:mod:`convergence.engine.deletion`): its cleanup then needs no template. A
+    change with no values (a lease let go of, the old version of a replacement) is left
+    alone: nothing was done to that record under this definition."""
+    policy = definition_policy(inp.definition, inp.node.name) if inp.definition else None
+    if policy is not None:
+        result.changes = [dataclasses.replace(c, values={**c.values, "deletion_policy": policy})
+                          if c.values and not c.delete else c for c in result.changes]
+    return result
 
 
 def _check_lease(inp: StepInput) -> None:

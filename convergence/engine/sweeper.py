@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from convergence.background import Loop
 from convergence.engine import orphans
-from convergence.engine.engine import Engine
+from convergence.engine.engine import Engine, abandon_operations
 from convergence.engine.work import FINISH, PLAN, Work, batches
 from convergence.store import sweeps
 from convergence.store.repository import Tx
@@ -165,6 +165,13 @@ def _record_takeovers(tx: Tx, taken: Sequence[TakenOver], let_go: str = "") -> N
             reason = f"{t.action} not polled in time (its message was lost): taken over"
         tx.add_events(stack.id, stack.traversal_id, stack.generation, [
             NewEvent(t.name, t.physical_id, t.type, t.action, t.status, reason)])
+    # An operation under way in a stack with no traversal running (stopped while a step
+    # held it): nobody will go on with it, so it is abandoned rather than left IN_PROGRESS.
+    for stack in stacks.values():
+        if stack.status != "IN_PROGRESS":
+            ids = [t.record_id for t in taken if t.stack_id == stack.id]
+            tx.add_events(stack.id, stack.traversal_id, stack.generation,
+                          abandon_operations(tx, stack, ids))
 
 
 def let_go(engine: Engine, owner_prefix: str, why: str = STOPPING) -> list[Work]:

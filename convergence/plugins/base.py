@@ -115,6 +115,12 @@ class ResourcePlugin(Protocol):
     def delete(self, ctx: PluginContext, physical_id: str | None,
                props: Mapping[str, Any]) -> Progress: ...
 
+    # ``deletion_policy: Snapshot``, for a type whose schema says ``snapshot``: take a
+    # snapshot of what ``physical_id`` holds, then delete it (Heat's handle_snapshot_delete);
+    # polled as a DELETE, like ``delete``.
+    def snapshot_delete(self, ctx: PluginContext, physical_id: str | None,
+                        props: Mapping[str, Any]) -> Progress: ...
+
     def poll(self, ctx: PluginContext, action: str, physical_id: str | None,
              props: Mapping[str, Any], state: Mapping[str, Any]) -> Progress: ...
 
@@ -146,6 +152,14 @@ class PluginBase:
     def poll(self, ctx: PluginContext, action: str, physical_id: str | None,
              props: Mapping[str, Any], state: Mapping[str, Any]) -> Progress:
         return Progress.finished(physical_id)
+
+    def snapshot_delete(self, ctx: PluginContext, physical_id: str | None,
+                        props: Mapping[str, Any]) -> Progress:
+        """A type that takes no snapshots deletes nothing it was told to keep a snapshot of:
+        validation refuses the policy for it, and a template stored before that still fails
+        the delete here rather than lose what a snapshot was meant to keep."""
+        raise ResourceFailure(f'"Snapshot" deletion policy not supported: resource type '
+                              f"'{self.schema.name}' takes no snapshots; nothing deleted")
 
     def discard(self, ctx: PluginContext, physical_id: str) -> None:
         """Nothing in a cloud, nothing to remove."""

@@ -13,8 +13,9 @@ Two backends are supported:
   working SAVEPOINTs and repeatable reads; and because the write lock is taken at BEGIN rather
   than at the first write, concurrent writers queue on ``busy_timeout`` instead of failing with
   "database is locked" when a read lock cannot be upgraded (SQLite does not wait in that case,
-  as waiting could deadlock). The price: SQLite transactions, reads included, run one at a
-  time, which WAL keeps short by letting commits skip most fsyncs.
+  as waiting could deadlock). Writing transactions run one at a time, which WAL keeps short
+  by letting commits skip most fsyncs; transactions that only read (``READ_ONLY``) begin
+  deferred and read a snapshot beside the writer, never waiting for it.
 - PostgreSQL, through psycopg2 (other PostgreSQL drivers work without the psycopg2 tuning).
 
 ``sqlite:///:memory:`` uses a single shared connection (``StaticPool``) so that every thread
@@ -41,6 +42,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # statement counters can leave them out: PostgreSQL's BEGIN is sent by the driver, unseen by
 # SQLAlchemy, and the two backends should report the same figures for the same work.
 TRANSACTION_CONTROL = "convergence_transaction_control"
+# Execution option of a transaction that only reads (``Store.read``): on SQLite it begins
+# deferred, without the write lock.
+READ_ONLY = "convergence_read_only"
 
 _SQLITE_PRAGMAS = (
     # First: the pragmas after it (journal_mode needs a lock) then wait for a busy database
@@ -145,11 +149,14 @@ def _sqlite_engine(url: URL, echo: bool) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        options = connection.get_execution_options()
+        if options.get("isolation_level") == "AUTOCOMMIT":
             return
         # IMMEDIATE takes the write lock now, so a transaction that reads and then writes
-        # never needs the lock upgrade that fails at once under contention.
-        connection.exec_driver_sql("BEGIN IMMEDIATE", execution_options={TRANSACTION_CONTROL: True})
+        # never needs the lock upgrade that fails at once under contention. A reader says so
+        # (``Store.read``) and takes no lock: with WAL it reads a snapshot beside the writer.
+        begin = "BEGIN" if options.get(READ_ONLY) else "BEGIN IMMEDIATE"
+        connection.exec_driver_sql(begin, execution_options={TRANSACTION_CONTROL: True})
 
     return engine
 

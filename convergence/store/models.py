@@ -37,6 +37,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -82,7 +83,13 @@ class StackRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
-    __table_args__ = (Index("ix_stacks_tenant_name", "tenant", "name"),)
+    __table_args__ = (
+        Index("ix_stacks_tenant_name", "tenant", "name"),
+        # One live stack of a name per tenant: creates racing on a name end with one stack.
+        Index("ix_stacks_tenant_live_name", "tenant", "name", unique=True,
+              sqlite_where=text("deleted_at IS NULL"),
+              postgresql_where=text("deleted_at IS NULL")),
+    )
 
 
 class ResourceRow(Base):
@@ -107,13 +114,22 @@ class ResourceRow(Base):
     reference_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     # A pending operation's poll state (which action, since when, the plugin's own data).
     operation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Delete, Retain or Snapshot: the policy of the definition a step last acted for (see
+    # engine/deletion.py); None: never stamped (converged before migration 0009).
+    deletion_policy: Mapped[str | None] = mapped_column(String(16), nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
     lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)
     fencing_token: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
 
-    __table_args__ = (Index("ix_resources_stack_name", "stack_id", "name"),)
+    __table_args__ = (
+        Index("ix_resources_stack_name", "stack_id", "name"),
+        # Never an id twice, on SQLite too (PostgreSQL's sequence never reuses one): the id
+        # is part of the key plugins find what a record made by, so a new record given a
+        # deleted one's id would adopt what that one left in the cloud, retained or lost.
+        {"sqlite_autoincrement": True},
+    )
 
 
 class TraversalRow(Base):
@@ -169,7 +185,11 @@ class EventRow(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float)
 
-    __table_args__ = (Index("ix_events_stack", "stack_id", "id"),)
+    # A stack's events in id order, both ways (paging, streams); those of one resource, and
+    # those of one status (the failures), in id order too (``store/event_pages.py``).
+    __table_args__ = (Index("ix_events_stack", "stack_id", "id"),
+                      Index("ix_events_stack_resource", "stack_id", "resource_name", "id"),
+                      Index("ix_events_stack_status", "stack_id", "status", "id"))
 
 
 class TestEntityRow(Base):

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Engine,
     Table,
     and_,
+    any_,
     bindparam,
     case,
     delete,
@@ -35,9 +36,14 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.dialects.postgresql import array as pg_array
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from convergence.errors import Conflict
 from convergence.store import models as m
+from convergence.store.db import READ_ONLY
 from convergence.store.views import (
     COMPLETE,
     DONE,
@@ -125,6 +131,7 @@ def _record(row: Any) -> RecordView:
         attributes=row.attributes or {}, reference_id=row.reference_id,
         operation=row.operation, fencing_token=row.fencing_token, lease_owner=row.lease_owner,
         created_at=row.created_at, updated_at=row.updated_at,
+        deletion_policy=row.deletion_policy,
     )
 
 
@@ -143,6 +150,24 @@ def _event(row: Any) -> EventView:
         resource_type=row.resource_type, action=row.action, status=row.status,
         reason=row.reason, created_at=row.created_at,
     )
+
+
+def of_stack(conn: Connection, stack_id: str) -> tuple[Any, tuple[Any, ...]]:
+    """The condition that selects a stack's events, and the order keys to put before ``id``
+    (or ``resource_type, id``) so that the database reads them along an index led by
+    ``stack_id`` (``ix_events_stack``, ``ix_events_stack_resource``, ...), from the marker on.
+
+    PostgreSQL, given ``stack_id = x ... ORDER BY id LIMIT n``, may walk the primary key and
+    filter instead: its estimate assumes a big stack's events are spread evenly along the ids,
+    but the newest events of a stack that went quiet lie behind every other stack's since (a
+    stack with 100,000 events among 1,000,000: 900,000 rows walked for a page of 100). Written
+    ``stack_id = ANY(ARRAY[x]) ... ORDER BY stack_id, id``, the order is one only an index led
+    by ``stack_id`` gives (an ``= ANY`` does not make ``stack_id`` a constant of the order, as
+    ``=`` does), and the index still seeks to the stack and the marker. SQLite picks the index
+    by itself."""
+    if conn.dialect.name != "postgresql":
+        return T_EVENT.c.stack_id == stack_id, ()
+    return T_EVENT.c.stack_id == any_(pg_array([stack_id])), (T_EVENT.c.stack_id,)
 
 
 class _Row:
@@ -165,10 +190,13 @@ class Tx:
         tid = template_id(content)
         exists = self.conn.execute(select(T_TEMPLATE.c.id).where(T_TEMPLATE.c.id == tid))
         if exists.first() is None:
-            self.conn.execute(insert(T_TEMPLATE).values(
+            # Two requests of one content (two stacks made from one template) may both find
+            # it missing: the second insert does nothing rather than fail on the key.
+            dialect_insert = pg_insert if self._postgres else sqlite_insert
+            self.conn.execute(dialect_insert(T_TEMPLATE).values(
                 id=tid, text=content.text, files=dict(content.files),
                 environments=list(content.environments), parameters=dict(content.parameters),
-                created_at=self.now))
+                created_at=self.now).on_conflict_do_nothing(index_elements=["id"]))
         return tid
 
     def template(self, tid: str) -> TemplateContent:
@@ -179,11 +207,18 @@ class Tx:
     # stacks -------------------------------------------------------------------------------
     def insert_stack(self, stack_id: str, tenant: str, name: str, *, timeout_mins: int | None,
                      disable_rollback: bool) -> None:
-        self.conn.execute(insert(T_STACK).values(
-            id=stack_id, name=name, tenant=tenant, generation=0, observed_generation=0,
-            action="INIT", status="COMPLETE", status_reason="", outputs={},
-            timeout_mins=timeout_mins, disable_rollback=disable_rollback,
-            created_at=self.now, updated_at=self.now))
+        """Raises Conflict when the tenant has a live stack of that name (the unique index
+        decides, so two creates racing on one name cannot both pass a look-up first)."""
+        try:
+            self.conn.execute(insert(T_STACK).values(
+                id=stack_id, name=name, tenant=tenant, generation=0, observed_generation=0,
+                action="INIT", status="COMPLETE", status_reason="", outputs={},
+                timeout_mins=timeout_mins, disable_rollback=disable_rollback,
+                created_at=self.now, updated_at=self.now))
+        except IntegrityError as exc:
+            if not _name_taken(exc):
+                raise
+            raise Conflict(f"The Stack ({name}) already exists.") from None
 
     def stack(self, stack_id: str, *, lock: bool = False) -> StackView | None:
         query = select(T_STACK).where(T_STACK.c.id == stack_id)
@@ -327,14 +362,20 @@ class Tx:
                 out[r.name] = _record(r)
         return out
 
-    def insert_records(self, stack_id: str, items: Sequence[tuple[str, str]]) -> dict[str, int]:
-        """New (never created) records for resources; returns their ids by name."""
+    def insert_records(self, stack_id: str, items: Sequence[tuple[str, str]],
+                       policies: Mapping[str, str | None] | None = None) -> dict[str, int]:
+        """New (never created) records for resources; returns their ids by name.
+        ``policies``: each one's deletion policy, from its definition (a record carries it
+        from the start, so that a crash before its first result cannot lose a Retain)."""
         if not items:
             return {}
-        rows = [{"stack_id": stack_id, "name": name, "type": rtype, "action": "INIT",
-                 "status": "COMPLETE", "status_reason": "", "generation": 0, "requires": [],
-                 "properties": {}, "attributes": {}, "fencing_token": 0,
-                 "created_at": self.now, "updated_at": self.now} for name, rtype in items]
+        chosen = policies or {}
+        rows: list[dict[str, Any]] = [
+            {"stack_id": stack_id, "name": name, "type": rtype, "action": "INIT",
+             "status": "COMPLETE", "status_reason": "", "generation": 0, "requires": [],
+             "properties": {}, "attributes": {}, "fencing_token": 0,
+             "deletion_policy": chosen.get(name), "created_at": self.now, "updated_at": self.now}
+            for name, rtype in items]
         ids: dict[str, int] = {}
         for chunk in _chunks(rows):
             result = self.conn.execute(insert(T_RES).returning(T_RES.c.id, T_RES.c.name), chunk)
@@ -342,12 +383,15 @@ class Tx:
                 ids[name] = rid
         return ids
 
-    def insert_replacement(self, old: RecordView, token: int, rtype: str) -> int | None:
-        """A new version of ``old`` (fenced on old's token); None if the fence refused."""
+    def insert_replacement(self, old: RecordView, token: int, rtype: str,
+                           policy: str | None = None) -> int | None:
+        """A new version of ``old`` (fenced on old's token), with the deletion ``policy`` of
+        the definition it is made for; None if the fence refused."""
         rid = self.conn.execute(insert(T_RES).values(
             stack_id=old.stack_id, name=old.name, type=rtype, action="INIT", status="COMPLETE",
             status_reason="", generation=0, requires=[], replaces=old.id, properties={},
-            attributes={}, fencing_token=0, created_at=self.now, updated_at=self.now,
+            attributes={}, fencing_token=0, deletion_policy=policy, created_at=self.now,
+            updated_at=self.now,
         ).returning(T_RES.c.id)).scalar_one()
         result = self.conn.execute(update(T_RES).where(
             T_RES.c.id == old.id, T_RES.c.fencing_token == token,
@@ -446,6 +490,20 @@ class Tx:
             or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
         ).values(status="FAILED", status_reason=reason, operation=None, updated_at=self.now))
         return int(result.rowcount)
+
+    def fail_operations(self, record_ids: Sequence[int], reason: str) -> list[RecordView]:
+        """These records, where still waiting on an operation nobody holds: FAILED, their
+        operation abandoned (nobody is left to poll it). Returns the records so changed."""
+        failed: list[RecordView] = []
+        for chunk in _chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk), T_RES.c.status == "IN_PROGRESS",
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
+            ).values(status="FAILED", status_reason=reason, operation=None,
+                     lease_owner=None, lease_expires=None, updated_at=self.now
+                     ).returning(*T_RES.c))
+            failed.extend(_record(r) for r in rows)
+        return failed
 
     def restore_records(self, pairs: Sequence[tuple[int, int | None]]) -> None:
         """Make an earlier version current again: for each (restored, superseded) pair the
@@ -626,8 +684,10 @@ class Tx:
             self.conn.execute(insert(T_EVENT), chunk)
 
     def events(self, stack_id: str, after: int = 0, limit: int | None = None) -> list[EventView]:
-        query = select(T_EVENT).where(T_EVENT.c.stack_id == stack_id, T_EVENT.c.id > after) \
-            .order_by(T_EVENT.c.id)
+        """The stack's events after the id ``after``, oldest first (the event streams)."""
+        stack, lead = of_stack(self.conn, stack_id)
+        query = select(T_EVENT).where(stack, T_EVENT.c.id > after) \
+            .order_by(*lead, T_EVENT.c.id)
         if limit:
             query = query.limit(limit)
         return [_event(r) for r in self.conn.execute(query)]
@@ -832,9 +892,15 @@ class Store:
         with self.engine.begin() as conn:
             yield Tx(conn, self.clock())
 
-    def read(self) -> Any:
-        """A transaction for reading only (same as begin; named for the reader)."""
-        return self.begin()
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A transaction for reading only. On SQLite it takes no write lock (a deferred
+        BEGIN reads a snapshot of the WAL), so reads do not queue behind traversals; it must
+        not write: a write there could not wait for the lock as ``begin``'s do."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                yield Tx(conn, self.clock())
 
     def transact(self, work: Callable[[Tx], R], attempts: int = 3) -> R:
         """Run ``work`` in a transaction, again (from the start, in a new one) when the
@@ -848,6 +914,14 @@ class Store:
                 if attempt == attempts or not _transient(exc):
                     raise
         raise AssertionError("unreachable")
+
+
+def _name_taken(exc: IntegrityError) -> bool:
+    """Whether ``exc`` is the unique index on live stack names refusing a second one."""
+    diag = getattr(exc.orig, "diag", None)
+    if diag is not None:  # PostgreSQL names the constraint
+        return getattr(diag, "constraint_name", None) == "ix_stacks_tenant_live_name"
+    return "stacks.tenant, stacks.name" in str(exc.orig)  # SQLite names the columns
 
 
 def _transient(exc: DBAPIError) -> bool:

@@ -2,6 +2,21 @@
 
 Kept in a table of its own (``test_entities``), apart from the engine's tables, so that tests
 can count what really exists: an entity created twice or left behind is a visible bug.
+
+It stands for a cloud API without client tokens, as OpenStack's are: ``create`` makes what it
+is told, every time, and never looks for the owner's entity first (nor does its in-memory
+twin). Finding and adopting what an interrupted attempt made is the plugin's job (by the
+owner key, before it creates), and what a step made after its lease was taken over is the
+engine's to remove (orphans). So the find-then-create of a plugin is racy here as it is in a
+real cloud: a worker frozen between its INSERT and its COMMIT while the resource's new holder
+looks makes a second entity. The engine must and does end with one (its refused result names
+it: an orphan, removed by the sweeper), and the tests and the soak, which measure the engine
+against this backend, must see that race rather than have the backend hide it. A create made
+idempotent by the owner key (a unique index on live entities: it was tried, and reverted) would
+also hide an engine that forgot to adopt: ``created_count`` would stop counting its duplicates.
+The leak its soak was reverted for was not its doing: a delete that waited finished without
+looking for what a lost step made meanwhile, under either create (fixed in the plugin's
+``poll``; ``test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile``).
 """
 
 from __future__ import annotations

@@ -89,6 +89,8 @@ class RecordView:
     lease_owner: str | None
     created_at: float
     updated_at: float
+    # The deletion policy a step stamped (Delete, Retain, Snapshot); None: none yet.
+    deletion_policy: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

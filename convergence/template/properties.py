@@ -51,6 +51,10 @@ class TypeSchema:
     attributes: frozenset[str] | None = frozenset()  # None: any attribute name
     description: str = ""
     support_status: str = "SUPPORTED"
+    # Whether the type takes a snapshot of what it deletes (a volume's backup, a server's
+    # image): only then is ``deletion_policy: Snapshot`` accepted, as Heat accepts it only
+    # for types with ``handle_snapshot_delete``. Such a plugin implements ``snapshot_delete``.
+    snapshot: bool = False
 
 
 class TypeCatalog(Protocol):

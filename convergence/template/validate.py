@@ -4,8 +4,10 @@ The entry point for everything that accepts a template from a user (the CLI's ``
 validate``, the API's validate/create/update/preview, the engine before planning). Beyond what
 ``parse`` checks in the document alone, this checks parameter values, evaluates conditions,
 resolves each resource's type through the environment's registry and the type catalog, checks
-properties and attribute names against the type's schema, validates nested templates (template
-resources) recursively, and refuses dependency cycles under the chosen conditions, naming them.
+properties and attribute names against the type's schema and the deletion policy against what
+the type can do (``Snapshot`` needs a type that takes snapshots), validates nested templates
+(template resources) recursively, and refuses dependency cycles under the chosen conditions,
+naming them.
 
 All problems are reported together; the result is a :class:`StackDefinition` or a TemplateError.
 """
@@ -28,6 +30,7 @@ from convergence.template.errors import (
     FILE,
     PROPERTY,
     REFERENCE,
+    STRUCTURE,
     TYPE,
     Path,
     Problems,
@@ -37,7 +40,7 @@ from convergence.template.files import file_key, is_template_reference
 from convergence.template.functions.base import has_calls
 from convergence.template.model import Template, guards_hold
 from convergence.template.parameters import ParameterSchema, resolve_values
-from convergence.template.parse import _suggest, parse_collecting
+from convergence.template.parse import DELETION_POLICIES, _suggest, parse_collecting
 from convergence.template.properties import TypeCatalog, TypeSchema, check_properties
 from convergence.template.resolve import StackIdentity, TemplateResolver, UnknownValue
 from convergence.template.source import DEFAULT_LIMITS, Limits
@@ -141,6 +144,7 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
             schemas[name] = child.template if child else None
             if child is not None:
                 nested[name] = child
+            _check_deletion_policy(resolver, name, None, problems, opts)
             continue
         schema = opts.catalog.lookup(effective)
         schemas[name] = schema
@@ -149,6 +153,7 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
             problems.add((*path, "type"), f"resource type '{effective}'{alias} is not available"
                          f"{_suggest(effective, opts.catalog.names())}", TYPE)
             continue
+        _check_deletion_policy(resolver, name, schema, problems, opts)
         if schema.properties is not None:
             props, unknown = _literal_properties(resolver, name, problems, opts)
             if props is not None:
@@ -179,6 +184,36 @@ def _effective_type(env: Environment, name: str, type_name: str, path: Path,
         for p in exc.problems:
             problems.add((*path, "type"), p.message, p.kind)
         return None
+
+
+def _check_deletion_policy(resolver: TemplateResolver, name: str, schema: TypeSchema | None,
+                           problems: Problems, opts: _Options) -> None:
+    """The resource's deletion policy, as far as parameters resolve it: one of the policies,
+    and ``Snapshot`` only for a type that takes snapshots (``schema``; None: a template
+    resource, which takes none). Heat refuses it likewise rather than delete without one."""
+    path: Path = ("resources", name, "deletion_policy")
+    policy = resolver.template.resources[name].deletion_policy
+    if has_calls(policy):
+        try:
+            policy = resolver.resolve(policy)
+        except UnknownValue:
+            return  # a parameter without a value yet: checked once the stack gives it one
+        except TemplateError as exc:
+            if not opts.quiet_evaluation:
+                problems.absorb(exc)
+            return
+        allowed = DELETION_POLICIES + (tuple(p.lower() for p in DELETION_POLICIES)
+                                       if "condition" in resolver.version.resource_keys else ())
+        if policy not in allowed:
+            problems.add(path, f"deletion_policy must be one of {', '.join(allowed)}, not "
+                         f"{policy!r}", STRUCTURE)
+            return
+    if isinstance(policy, str) and policy.lower() == "snapshot" and \
+            not (schema is not None and schema.snapshot):
+        what = f"resource type '{schema.name}'" if schema is not None else \
+            "a template resource"
+        problems.add(path, f'"Snapshot" deletion policy not supported: {what} takes no '
+                     "snapshots", TYPE)
 
 
 def _literal_properties(resolver: TemplateResolver, name: str, problems: Problems,

@@ -66,7 +66,8 @@ def test_readiness_reports_a_database_that_does_not_answer(
     def broken() -> None:
         raise RuntimeError("database is down")
 
-    monkeypatch.setattr(rt.store, "begin", broken)
+    for opening in ("begin", "read"):  # however the store is asked, nothing answers
+        monkeypatch.setattr(rt.store, opening, broken)
     r = client.get("/readyz")
     assert r.status_code == 503
     assert r.json()["failed"] == ["database"]

@@ -121,6 +121,19 @@ def test_stack_lifecycle_over_the_api(remote: str, tmp_path: Path) -> None:
     assert [e["resource_status"] for e in events if e["resource_name"] == "web"] == \
         ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
     assert run(remote, "event", "list", "web").exit_code == 0
+    # Paged, sorted and filtered by the API as the embedded mode does it.
+    newest = as_json(run(remote, "event", "list", "web", "--sort", ":desc", "--limit", "1",
+                         "-f", "json"))
+    assert newest == events[-1:]
+    after = as_json(run(remote, "event", "list", "web", "--marker", str(events[1]["id"]),
+                        "--limit", "2", "-f", "json"))
+    assert after == events[2:4]
+    mine = as_json(run(remote, "event", "list", "web", "--resource", "first",
+                       "--filter", "resource_status=COMPLETE", "-f", "json"))
+    assert mine == [e for e in events if e["resource_name"] == "first"
+                    and e["resource_status"].endswith("_COMPLETE")]
+    unknown = run(remote, "event", "list", "web", "--marker", "999999")
+    assert unknown.exit_code == 1 and "'marker'" in unknown.output
 
     out = as_json(run(remote, "output", "show", "web", "copied", "-f", "json"))
     assert out == {"output_key": "copied", "output_value": "one", "description": ""}

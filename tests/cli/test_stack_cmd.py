@@ -393,6 +393,32 @@ def test_event_list_has_the_stack_level_events(db_url: str, tmp_path: Path) -> N
     assert "[small]: CREATE_COMPLETE  Stack CREATE completed successfully" in followed.output
 
 
+def test_event_list_pages_sorts_and_filters(db_url: str, tmp_path: Path) -> None:
+    t = write(tmp_path, "small.yaml", SMALL)
+    assert run("stack", "create", "small", "-t", str(t)).exit_code == 0
+
+    def listed(*options: str) -> list[dict[str, Any]]:
+        result = run("event", "list", "small", "-f", "json", *options)
+        assert result.exit_code == 0, result.output
+        return list(as_json(result))
+
+    every = listed()
+    assert [e["id"] for e in listed("--limit", "2")] == [e["id"] for e in every[:2]]
+    assert listed("--marker", str(every[2]["id"])) == every[3:]
+    assert listed("--sort", "event_time:desc", "--limit", "1") == every[-1:]
+    assert listed("--resource", "first") == [e for e in every if e["resource_name"] == "first"]
+    assert listed("--filter", "resource_status=CREATE_COMPLETE",
+                  "--filter", "resource_name=second") == [
+        e for e in every if (e["resource_name"], e["resource_status"]) == (
+            "second", "CREATE_COMPLETE")]
+    assert run("event", "list", "small", "--filter", "nope=1").exit_code == 2
+    assert run("event", "list", "small", "--sort", "event_time:up").exit_code == 2
+    assert run("event", "list", "small", "--limit", "-1").exit_code == 2
+    assert run("event", "list", "small", "--follow", "--limit", "1").exit_code == 2
+    unknown = run("event", "list", "small", "--marker", "999999")
+    assert unknown.exit_code == 1 and "'marker'" in unknown.output
+
+
 def test_delete_removes_the_stack(db_url: str, tmp_path: Path) -> None:
     t = write(tmp_path, "small.yaml", SMALL)
     assert run("stack", "create", "small", "-t", str(t)).exit_code == 0

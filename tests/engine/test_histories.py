@@ -18,8 +18,10 @@ After quiescence: no traversal of the stack is PLANNING or RUNNING, the stack's 
 generation is its generation and its status is final and explained by the last request, the
 live resources are exactly those of the expected template (one record, one live entity each,
 with the values the template says, references and attributes resolved), and no test entity
-of the stack is left that no record points to. Stacks deleted earlier in a history are gone
-with all they made.
+of the stack is left that no record points to. The events are a faithful ledger of the
+entities (``tests/ledger.py``): each physical id's story runs from its create to its
+``DELETE_COMPLETE``, or it is still alive (or failed, and still its record's). Stacks deleted
+earlier in a history are gone with all they made, their ledgers closed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from convergence.errors import Conflict, NotFound
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from convergence.store.views import RecordView, StackView
+from tests import ledger
 
 from .conftest import ADVERSITY
 from .harness import TENANT, Story, res, template
@@ -280,6 +283,7 @@ def check(rt: Runtime, model: Model, stack: StackView) -> None:
         gone = sv.get_stack(rt, TENANT, old)
         assert gone.stack_status == "DELETE_COMPLETE", story
         check_converged(rt, old, None, story)
+        check_ledger(rt, old, story)
         assert not {"PLANNING", "RUNNING"} & set(traversal_states(rt, old)), story
 
     status = stack.stack_status
@@ -289,6 +293,7 @@ def check(rt: Runtime, model: Model, stack: StackView) -> None:
     assert not {"PLANNING", "RUNNING"} & set(traversal_states(rt, stack.id)), story
     assert unfinished_nodes_of_complete_traversals(rt, stack.id) == [], story
     check_no_leaks(rt, stack.id, story)
+    check_ledger(rt, stack.id, story)
 
     if model.last == "delete":
         assert status == "DELETE_COMPLETE", story
@@ -319,6 +324,20 @@ def check_no_leaks(rt: Runtime, stack_id: str, story: str) -> None:
         assert r.status != "IN_PROGRESS", f"{r.name} #{r.id} {r.action}_{r.status}\n{story}"
         assert r.operation is None, f"{r.name} #{r.id} still has {r.operation}\n{story}"
         assert r.lease_owner is None, f"{r.name} #{r.id} still leased\n{story}"
+
+
+def check_ledger(rt: Runtime, stack_id: str, story: str) -> None:
+    """The stack's events tell every entity's life, from its create to its delete."""
+    with rt.store.begin() as tx:
+        rows = tx.conn.execute(sqlalchemy.text(
+            "select resource_name, physical_resource_id, resource_type, action, status,"
+            " reason, generation from events where stack_id = :s order by id"), {"s": stack_id})
+        events = ledger.entries(rows)
+    live = {eid: owner for eid, (owner, _) in entities_of(rt, stack_id).items()}
+    records = {r.physical_id: f"{r.action}_{r.status}"
+               for r in sv.list_resources(rt, TENANT, stack_id) if r.physical_id}
+    wrong = ledger.problems(events, live, records)
+    assert wrong == [], "\n".join(wrong) + f"\n{story}"
 
 
 def check_converged(rt: Runtime, stack_id: str, tpl: Tpl | None, story: str) -> None:
@@ -396,6 +415,16 @@ FOUND = {
     "failed-update-strands-a-pending-create": ("duplicated", (
         Op("create", (Spec(value="a"), Spec(value="a", waits=(1, 0, 0))), True, 3),
         Op("patch", (Spec(value="a", fail=True), Spec(deps=(0,), value="a")), None, 0))),
+    # The storms' broken ledger as a history: r1 was put back while its delete waited, and
+    # the r1 being deleted never got its DELETE_COMPLETE (its record was made anew under it).
+    "put-back-while-deleting": ("plain", (
+        Op("create", (_A, Spec(waits=(0, 0, 3))), False, SETTLE),
+        Op("update", (_A,), None, 2), Op("update", (_A, Spec(waits=(0, 0, 3))), None, 0))),
+    # r0's create failed (its entity gone with it) and was tried again: the r0 that failed
+    # was forgotten without an end.
+    "failed-create-tried-again": ("plain", (
+        Op("create", (Spec(fail=True, waits=(1, 0, 0)),), True, SETTLE),
+        Op("update", (_A,), None, SETTLE))),
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 from click.testing import CliRunner
 from sqlalchemy import create_engine
 
@@ -473,9 +474,11 @@ def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
     assert _orphans(rt) == []
     assert sv.store_stats(rt)[2] == 0
     assert_no_leases(rt)
+    # Its events tell its life: made by the late step, removed by the sweeper.
     removed = [e for e in story.events() if e.physical_resource_id == late]
-    assert [e.resource_name for e in removed] == ["a"]
-    assert "recorded by nobody" in removed[0].reason
+    assert [(e.resource_name, e.action, e.status) for e in removed] == [
+        ("a", "CREATE", "IN_PROGRESS"), ("a", "CREATE", "COMPLETE"), ("a", "DELETE", "COMPLETE")]
+    assert "recorded by nobody" in removed[-1].reason
     assert story.finish().stack_status == "CREATE_COMPLETE"
     assert story.entities() == {record.physical_id: "x"}
 
@@ -483,12 +486,19 @@ def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
 def test_what_the_new_holder_adopted_is_no_orphan(rt: Runtime, story: Story) -> None:
     story.create(template({"a": res("x")}))
     late = _frozen_inside_create(rt, story, lands_first=True)
-    assert story.current()["a"].physical_id == late  # found by its owner key, and adopted
-    assert _orphans(rt) == [(story.current()["a"].id, late)]
+    record = story.current()["a"]
+    assert record.physical_id == late  # found by its owner key, and adopted
+    assert _orphans(rt) == []  # adopted before the late result was refused: never noted
+    # Adopted after it was noted (the new holder's step finished later): forgotten.
+    with rt.store.begin() as tx:
+        orphans.note(tx, [orphans.NewOrphan(record.id, record.stack_id, "a",
+                                            "OS::Heat::TestResource", late)])
     assert Sweeper(rt.engine, 5.0).sweep(force=True).counts["orphans adopted"] == 1
     assert _orphans(rt) == []
     assert story.entities() == {late: "x"}
     assert story.finish().stack_status == "CREATE_COMPLETE"
+    assert [(e.action, e.status) for e in story.events() if e.physical_resource_id == late
+            ][-1] == ("CREATE", "COMPLETE")
 
 
 def test_an_orphan_whose_record_is_gone_is_removed(rt: Runtime, story: Story) -> None:
@@ -507,3 +517,149 @@ def test_an_orphan_whose_record_is_gone_is_removed(rt: Runtime, story: Story) ->
     assert _orphans(rt) == []
     assert_no_leases(rt)
     assert [e.resource_name for e in story.events() if e.physical_resource_id == late] == ["a"]
+
+
+# Cancel without rollback while a step still holds its resource: whatever the step finishes
+# is recorded as it is, and nothing stays IN_PROGRESS with nobody to poll it.
+def _watch(rt: Runtime, record_id: int) -> float | None:
+    """The record's lease or poll watch deadline (None: nobody holds or watches it)."""
+    with rt.store.begin() as tx:
+        value = tx.conn.execute(sqlalchemy.text(
+            "SELECT lease_expires FROM resources WHERE id = :id"), {"id": record_id}).scalar()
+    return None if value is None else float(value)
+
+
+def _in_progress(story: Story) -> list[str]:
+    return [r.name for versions in story.records().values() for r in versions
+            if r.status == "IN_PROGRESS"]
+
+
+def test_a_step_holding_its_resource_through_a_cancel_leaves_nothing_in_progress(
+        rt: Runtime, story: Story) -> None:
+    story.create(template({"a": res("x", action_wait_secs={"create": 60})}))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    traversal_id = str(story.stack().traversal_id)
+    rt.engine.plan(traversal_id)
+    entities = rt.test_entities
+    assert isinstance(entities, SqlTestEntities)
+    made: list[str] = []
+
+    def cancelled_meanwhile(owner: str, value: str, *, guard: object = None) -> str:
+        del entities.create
+        made.append(entities.create(owner, value, guard=guard))
+        # The operator cancels while the step holds the lease: the cancel cannot touch it.
+        stack = sv.cancel_stack(rt, TENANT, story.name, rollback=False)
+        assert stack.stack_status == "CREATE_FAILED"
+        assert story.current()["a"].lease_owner is not None
+        return made[0]
+
+    entities.create = cancelled_meanwhile  # type: ignore[method-assign]
+    assert rt.engine.run_nodes(traversal_id, [0]) == []  # nothing to poll: nobody will
+    record = story.current()["a"]
+    assert _in_progress(story) == []
+    assert (record.action, record.status, record.physical_id) == ("CREATE", "FAILED", made[0])
+    assert record.lease_owner is None and _watch(rt, record.id) is None
+    last = [e for e in story.events() if e.resource_name == "a"][-1]
+    assert (last.physical_resource_id, last.action, last.status) == (made[0], "CREATE", "FAILED")
+    assert last.reason == "abandoned: Stack CREATE cancelled"
+    assert story.stack().stack_status == "CREATE_FAILED"
+    # The next request finds what the step made by the record's key and goes on from there.
+    story.update(template({"a": res("x")}))
+    assert story.finish().stack_status == "UPDATE_COMPLETE"
+    assert story.entities() == {made[0]: "x"}
+
+
+def test_a_poll_or_a_lapsed_watch_in_a_stopped_stack_abandons_the_operation(
+        rt: Runtime, story: Story) -> None:
+    """On PostgreSQL a step can record its operation as watched just as a cancel commits
+    (it read the stack a moment before): the poll it sent, or the sweeper once the watch
+    lapses, finds the stack stopped and abandons the operation."""
+    for via_poll in (True, False):
+        story.name = f"stopped-{via_poll}"
+        story.create(template({"a": res("x", action_wait_secs={"create": 60})}))
+        assert rt.inprocess is not None
+        run_until(rt, lambda: "a" in story.current() and
+                  story.current()["a"].status == "IN_PROGRESS")
+        rt.inprocess.drop_pending()
+        traversal_id = str(story.stack().traversal_id)
+        sv.cancel_stack(rt, TENANT, story.name, rollback=False)
+        record = story.current()["a"]
+        # What that step's commit leaves: the operation under way, a watch on it.
+        with rt.store.begin() as tx:
+            tx.conn.execute(sqlalchemy.text(
+                "UPDATE resources SET status = 'IN_PROGRESS', lease_expires = :until "
+                "WHERE id = :id"), {"until": tx.now + LEASE, "id": record.id})
+        assert _in_progress(story) == ["a"]
+        if via_poll:
+            rt.engine.run_nodes(traversal_id, [0], expect=record.fencing_token)
+        else:
+            clock = rt.clock
+            assert isinstance(clock, ManualClock)
+            clock.advance(LEASE + 1)
+            Sweeper(rt.engine, 5.0).sweep(force=True)
+        assert _in_progress(story) == []
+        record = story.current()["a"]
+        assert (record.status, _watch(rt, record.id)) == ("FAILED", None)
+        last = [e for e in story.events() if e.resource_name == "a"][-1]
+        assert (last.action, last.status) == ("CREATE", "FAILED")
+        assert last.reason.startswith("abandoned: Stack CREATE cancelled")
+
+
+# A delete that waited, and what a lost step made meanwhile: the sequence that leaked entities
+# in the soaks of November 2026 (with the test backend's create idempotent by owner key, and
+# without it). Entities by owner key, the resource's own: what the record does not name is
+# found by it, whichever traversal comes next.
+class Died(Exception):
+    """The worker died between its steps' cloud calls and the commit of their results."""
+
+
+def _delete_waits(story: Story) -> bool:
+    record = story.current().get("a")
+    return record is not None and (record.operation or {}).get("action") == "DELETE"
+
+
+def test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile(
+        rt: Runtime, story: Story) -> None:
+    slow = res("x", action_wait_secs={"delete": 10})
+    story.create(template({"a": slow, "b": res("y")}))
+    story.finish()
+    first = story.current()["a"].physical_id
+    # An update drops a: its delete removes the entity at once, then waits 10 s.
+    story.update(template({"b": res("y")}))
+    run_until(rt, lambda: _delete_waits(story))
+    assert first not in story.entities()
+    # A newer request wants a back (a rollback, a request on top): a batch converges it, and
+    # the record says a delete is under way, so it makes a anew; its worker dies before the
+    # commit that would have recorded it.
+    story.update(template({"a": slow, "b": res("y")}))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    traversal_id = str(story.stack().traversal_id)
+    rt.engine.plan(traversal_id)
+    with rt.store.begin() as tx:
+        [seq] = [n.seq for n in tx.nodes(traversal_id, tx.ready_nodes(traversal_id))
+                 if n.name == "a" and n.phase == "converge"]
+    dying = Engine(rt.store, rt.registry, worker_id="dying-node:1.a:1",
+                   test_entities=rt.test_entities, lease_seconds=LEASE)
+
+    def die(*args: object, **kwargs: object) -> None:
+        raise Died()
+
+    dying._record = die  # type: ignore[method-assign,assignment]
+    with pytest.raises(Died):
+        dying.run_nodes(traversal_id, [seq])
+    [made] = [eid for eid, value in story.entities().items() if value == "x"]
+    assert made != first  # made, and recorded by nobody
+    assert made not in {r.physical_id for rs in story.records().values() for r in rs}
+    # The stack is deleted before anybody runs a's converge again: a's lease is taken over,
+    # and its cleanup finds the delete that waited over. It ends with nothing of a left.
+    rt.inprocess.drop_pending()
+    story.delete()
+    stack = recover(story)
+    assert stack.stack_status == "DELETE_COMPLETE", stack.status_reason
+    assert story.records() == {}
+    assert story.entities() == {}
+    assert any("dying-node:1.a:1" in e.reason and "taken over" in e.reason
+               for e in story.events())
+    assert_no_leases(rt)

@@ -15,7 +15,9 @@ Callers: the fault tests (they assert :func:`problems` is empty) and ``benchmark
   with the template's value, owned by the current record (duplicates); no live entity owned
   by anything else and no orphan left (leaks); every recorded physical id alive (phantoms);
   no lease held, no current traversal unfinished (stuck); a "taken over" event for every
-  resource a killed worker left leased (the events tell what happened).
+  resource a killed worker left leased (the events tell what happened); the events a faithful
+  ledger of the entities (``tests/ledger.py``: every physical id's story from the action that
+  made it to its ``DELETE_COMPLETE``, or still alive).
 - :func:`reclaimed_after`: how long until no lease a fault left behind is its owner's any
   more (taken over, let go of, claimed again) or its record gone: the recovery time the soak
   reports.
@@ -28,6 +30,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests import ledger
 from tests.faults.cluster import Fault, FaultCluster
 from tests.faults.workload import Tracked
 
@@ -135,9 +138,16 @@ def problems(cluster: FaultCluster, tracked: list[Tracked],
     for e in cluster.query("SELECT id, owner, value FROM test_entities "
                            "WHERE deleted_at IS NULL"):
         entities[e.owner.split("/", 1)[0]].append(e)
+    events: dict[str, list[Any]] = defaultdict(list)
+    for e in cluster.query("SELECT stack_id, resource_name, physical_resource_id, "
+                           "resource_type, action, status, reason, generation FROM events "
+                           "WHERE stack_id = ANY(:ids) ORDER BY id", ids=ids):
+        events[e.stack_id].append(e)
     for t in tracked:
         _check_stack(report, t, rows.get(t.id or ""), records.get(t.id or "", []),
                      entities.get(t.id or "", []))
+        _check_ledger(report, t, rows.get(t.id or ""), records.get(t.id or "", []),
+                      entities.get(t.id or "", []), events.get(t.id or "", []))
     for r in held_leases(cluster):
         report.add("stuck", f"lease still held on {r.stack_id}/{r.name} by {r.lease_owner}")
     for o in waiting_orphans(cluster):
@@ -213,6 +223,21 @@ def _check_stack(report: Report, t: Tracked, row: Any, records: list[Any],
     for name, n in names.items():
         if n > 1:
             report.add("duplicated", f"{where}: {n} records named {name}")
+
+
+def _check_ledger(report: Report, t: Tracked, row: Any, records: list[Any], live: list[Any],
+                  events: list[Any]) -> None:
+    """The stack's events against its entities (``tests/ledger.py``): every physical id's
+    story from the action that made it to its ``DELETE_COMPLETE``, or still alive."""
+    if row is None or not _settled(t, row):
+        return  # reported as lost or stuck already
+    entries = ledger.entries((e.resource_name, e.physical_resource_id, e.resource_type,
+                              e.action, e.status, e.reason, e.generation) for e in events)
+    found = ledger.problems(entries, {e.id: f"{e.value}, of {e.owner}" for e in live},
+                            {r.physical_id: f"{r.action}_{r.status}" for r in records
+                             if r.physical_id is not None})
+    for line in found:
+        report.add("ledger", f"stack {t.name} ({t.id}): {line}")
 
 
 def _check_takeovers(cluster: FaultCluster, report: Report, faults: list[Fault]) -> None:

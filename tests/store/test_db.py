@@ -22,6 +22,7 @@ from convergence.store.db import make_engine, make_sessionmaker, schema_is_curre
 from convergence.store.metrics import StatementCounter, StatementCounts
 from convergence.store.migrate import upgrade
 from convergence.store.models import TemplateRow
+from convergence.store.repository import Store
 from tests import conftest_services
 from tests.conftest_services import postgres_url, reset_postgres_schema
 
@@ -85,6 +86,26 @@ def test_sqlite_transaction_takes_the_write_lock_at_the_first_statement(
                 other.execute("BEGIN IMMEDIATE")
         finally:
             other.close()
+
+
+def test_sqlite_reads_do_not_queue_behind_a_writer(tmp_path: Path) -> None:
+    """An API GET while a traversal holds the write lock: the read sees the last commit at
+    once (a deferred transaction on WAL), and never what the writer has not committed."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    # A reader that would have to wait for the write lock fails at once instead of waiting.
+    sa.event.listen(engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA busy_timeout=0"))
+    store = Store(engine)
+    with store.begin() as tx:
+        tx.insert_stack("s1", "t", "first", timeout_mins=None, disable_rollback=False)
+    with store.begin() as writer:
+        writer.insert_stack("s2", "t", "second", timeout_mins=None, disable_rollback=False)
+        with store.read() as reader:
+            assert [s.name for s in reader.stacks("t")] == ["first"]
+    with store.read() as reader:
+        assert [s.name for s in reader.stacks("t")] == ["first", "second"]
+    engine.dispose()
 
 
 def test_sqlite_ddl_is_transactional(sqlite_file: sa.Engine) -> None:

@@ -40,6 +40,8 @@ from convergence.store.models import Base
 from tests.conftest_services import postgres_url, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_store"
+# The newest migration: every upgrade below must end there.
+HEAD = "0009"
 STORE = Path(__file__).resolve().parents[2] / "convergence" / "store"
 
 
@@ -84,10 +86,17 @@ def schema_snapshot(engine: sa.Engine) -> dict[str, object]:
             [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)],
             inspector.get_pk_constraint(table),
             sorted(str(fk) for fk in inspector.get_foreign_keys(table)),
-            sorted(str(ix) for ix in inspector.get_indexes(table)),
+            sorted(_index(ix) for ix in inspector.get_indexes(table)),
         )
         for table in inspector.get_table_names()
     }
+
+
+def _index(ix: object) -> str:
+    # A partial index's predicate comes back as a SQL expression object: compare its text.
+    assert isinstance(ix, dict)
+    options = {k: str(v) for k, v in ix.get("dialect_options", {}).items()}
+    return str({**ix, "dialect_options": options})
 
 
 def downgrade(engine: sa.Engine, revision: str) -> None:
@@ -99,12 +108,12 @@ def downgrade(engine: sa.Engine, revision: str) -> None:
 
 def test_one_linear_history() -> None:
     # Two heads would mean two migrations written in parallel and never merged.
-    assert head_revisions() == {"0006"}
+    assert head_revisions() == {HEAD}
     assert [s.revision for s in script_directory().walk_revisions()][-1] == "0001"
 
 
 def test_migrated_schema_matches_the_models(engine: sa.Engine) -> None:
-    assert upgrade(engine) == "0006"
+    assert upgrade(engine) == HEAD
     assert differences(engine) == []
     assert tables(engine) == set(Base.metadata.tables) | {"alembic_version"}
 
@@ -112,7 +121,7 @@ def test_migrated_schema_matches_the_models(engine: sa.Engine) -> None:
 def test_upgrade_is_idempotent(engine: sa.Engine) -> None:
     upgrade(engine)
     schema = schema_snapshot(engine)
-    assert upgrade(engine) == "0006"
+    assert upgrade(engine) == HEAD
     assert schema_snapshot(engine) == schema
     assert differences(engine) == []
 
@@ -122,7 +131,7 @@ def test_downgrade_to_base_and_back(engine: sa.Engine) -> None:
     downgrade(engine, "base")
     assert tables(engine) == {"alembic_version"}
     assert current_revisions(engine) == frozenset()
-    assert upgrade(engine) == "0006"
+    assert upgrade(engine) == HEAD
     assert differences(engine) == []
 
 
@@ -144,7 +153,7 @@ def test_concurrent_upgrades_from_several_processes_serialise(engine: sa.Engine)
                  for _ in range(4)]
     outcomes = [process.communicate(timeout=120) for process in processes]
     assert [(process.returncode, out.strip()) for process, (out, _) in zip(
-        processes, outcomes, strict=True)] == [(0, "0006")] * 4, [err for _, err in outcomes]
+        processes, outcomes, strict=True)] == [(0, HEAD)] * 4, [err for _, err in outcomes]
     assert differences(engine) == []
 
 
@@ -170,7 +179,7 @@ def test_concurrent_upgrades_from_several_threads_serialise(sqlite_engine: sa.En
     for worker in workers:
         worker.join(timeout=60)
     assert not any(worker.is_alive() for worker in workers)
-    assert results == ["0006"] * threads
+    assert results == [HEAD] * threads
 
 
 def test_migrated_sqlite_enforces_foreign_keys_again(sqlite_engine: sa.Engine) -> None:
@@ -190,7 +199,7 @@ def test_upgrade_needs_no_repository_checkout(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     config = alembic_config()
     assert config.config_file_name is None
-    assert upgrade(f"sqlite:///{tmp_path / 'elsewhere.db'}") == "0006"
+    assert upgrade(f"sqlite:///{tmp_path / 'elsewhere.db'}") == HEAD
 
 
 def test_ensure_schema_migrates_embedded_sqlite(tmp_path: Path) -> None:
@@ -236,7 +245,7 @@ def test_cli_db_upgrade(tmp_path: Path) -> None:
     for _ in range(2):
         result = runner.invoke(cli, ["db", "upgrade"], env={"CONVERGENCE_DATABASE_URL": url})
         assert result.exit_code == 0, result.output
-        assert result.output.strip() == f"{url}: at revision 0006"
+        assert result.output.strip() == f"{url}: at revision {HEAD}"
 
 
 def test_cli_db_upgrade_reports_errors_in_one_line(tmp_path: Path) -> None:
@@ -259,3 +268,22 @@ def test_alembic_command_line_with_the_packaged_ini(tmp_path: Path) -> None:
         assert schema_is_current(engine)
     finally:
         engine.dispose()
+
+
+def test_unique_live_names_refuse_a_database_holding_duplicates(engine: sa.Engine) -> None:
+    """Two live stacks of one name (what racing creates could leave before 0007): the upgrade
+    stops, names them, and changes nothing; once one is deleted it goes through."""
+    upgrade(engine, "0006")
+    with engine.begin() as conn:
+        for sid, deleted in (("s1", None), ("s2", None), ("s3", 5.0)):
+            conn.execute(sa.text(
+                "INSERT INTO stacks (id, name, tenant, generation, observed_generation, action,"
+                " status, status_reason, outputs, disable_rollback, created_at, updated_at,"
+                " deleted_at) VALUES (:id, 'web', 't1', 1, 1, 'CREATE', 'COMPLETE', '', '{}',"
+                " false, 1.0, 1.0, :deleted)"), {"id": sid, "deleted": deleted})
+    with pytest.raises(RuntimeError, match=r"tenant 't1': 'web' \(2 stacks\)"):
+        upgrade(engine)
+    assert current_revisions(engine) == frozenset({"0006"})
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE stacks SET deleted_at = 9.0 WHERE id = 's2'"))
+    assert upgrade(engine) == HEAD

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from convergence.errors import Conflict
 from convergence.store.db import make_engine
 from convergence.store.migrate import upgrade
 from convergence.store.repository import Store, Tx
@@ -89,3 +90,16 @@ def test_other_errors_are_not_retried(store: Store) -> None:
 
     with pytest.raises(IntegrityError):
         store.transact(duplicate)
+
+
+def test_a_live_name_is_taken_once_per_tenant(store: Store) -> None:
+    """The unique index decides, not a look-up before the insert: a second live stack of a
+    name in a tenant is a Conflict; another tenant, or a name freed by a delete, is not."""
+    taken = pytest.raises(Conflict, match=r"The Stack \(s1\) already exists")
+    with taken, store.begin() as tx:
+        tx.insert_stack("s3", "t", "s1", timeout_mins=None, disable_rollback=False)
+    with store.begin() as tx:
+        tx.insert_stack("s4", "other", "s1", timeout_mins=None, disable_rollback=False)
+        tx.update_stack("s1", deleted_at=tx.now)
+        tx.insert_stack("s5", "t", "s1", timeout_mins=None, disable_rollback=False)
+        assert [s.id for s in tx.stacks("t")] == ["s2", "s5"]

@@ -40,6 +40,10 @@ CHANGED = Desired("T", {"v": 2}, "t1")
     (obs("CREATE", "IN_PROGRESS", operation={"action": "CREATE"}), WANT, False, Action.POLL),
     (obs("UPDATE", "IN_PROGRESS", operation={"action": "UPDATE"}), CHANGED, True, Action.POLL),
     (obs("DELETE", "COMPLETE"), WANT, False, Action.CREATE),
+    # A delete was started: the old version's cleanup sees it to its end; a new one is made.
+    (obs("DELETE", "IN_PROGRESS", operation={"action": "DELETE"}), WANT, False,
+     Action.REPLACE),
+    (obs("DELETE", "FAILED"), WANT, False, Action.REPLACE),
     (obs("CHECK", "FAILED"), WANT, False, Action.REPLACE),  # marked unhealthy
     (obs("CHECK", "COMPLETE"), WANT, False, Action.NOTHING),
 ])

@@ -6,7 +6,9 @@ import pytest
 
 from convergence.template import (
     Problems,
+    StaticCatalog,
     TemplateError,
+    TypeSchema,
     load_environment,
     validate_stack,
 )
@@ -258,3 +260,65 @@ def test_an_undefined_resource_in_get_attr_is_an_error_not_a_crash() -> None:
         """))
     assert found == ["resources.a.properties.value.get_attr: get_attr: resource 'missing' is "
                      "not defined"]
+
+
+# Deletion policies -------------------------------------------------------------------------
+
+SNAPSHOTTING = TypeSchema("Test::Volume", properties={}, snapshot=True)
+WITH_VOLUMES = StaticCatalog(SNAPSHOTTING, TypeSchema("Test::Port", properties={}))
+
+
+def test_snapshot_is_refused_for_every_type_here_naming_the_resource() -> None:
+    # None of the types this project ships takes snapshots: Heat refuses the policy for such
+    # a type ('"Snapshot" deletion policy not supported') rather than delete without one.
+    found = problems(hot("""
+        resources:
+          db: {type: OS::Heat::TestResource, deletion_policy: Snapshot}
+          n: {type: OS::Heat::None, deletion_policy: snapshot}
+          v: {type: OS::Heat::Value, properties: {value: 1}, deletion_policy: Retain}
+        """))
+    assert found == [
+        "resources.db.deletion_policy: \"Snapshot\" deletion policy not supported: resource "
+        "type 'OS::Heat::TestResource' takes no snapshots",
+        "resources.n.deletion_policy: \"Snapshot\" deletion policy not supported: resource "
+        "type 'OS::Heat::None' takes no snapshots",
+    ]
+
+
+def test_snapshot_is_accepted_for_a_type_that_declares_it() -> None:
+    with pytest.raises(TemplateError) as caught:
+        validate_stack(hot("""
+            resources:
+              vol: {type: Test::Volume, deletion_policy: Snapshot}
+              port: {type: Test::Port, deletion_policy: Snapshot}
+            """), catalog=WITH_VOLUMES)
+    assert [str(p) for p in caught.value.problems] == [
+        "resources.port.deletion_policy: \"Snapshot\" deletion policy not supported: "
+        "resource type 'Test::Port' takes no snapshots"]
+
+
+def test_a_policy_from_a_parameter_is_checked_once_it_has_a_value() -> None:
+    text = hot("""
+        parameters:
+          policy: {type: string}
+        resources:
+          db: {type: OS::Heat::TestResource, deletion_policy: {get_param: policy}}
+        """)
+    assert problems(text) == []  # validated alone: the value is not known yet
+    assert problems(text, parameters={"policy": "Retain"}) == []
+    assert problems(text, parameters={"policy": "Snapshot"}) == [
+        "resources.db.deletion_policy: \"Snapshot\" deletion policy not supported: resource "
+        "type 'OS::Heat::TestResource' takes no snapshots"]
+    assert problems(text, parameters={"policy": "Keep"}) == [
+        "resources.db.deletion_policy: deletion_policy must be one of Delete, Retain, "
+        "Snapshot, delete, retain, snapshot, not 'Keep'"]
+
+
+def test_a_template_resource_takes_no_snapshots() -> None:
+    nested = "heat_template_version: 2018-08-31\nresources: {}\n"
+    found = problems(hot("""
+        resources:
+          inner: {type: inner.yaml, deletion_policy: Snapshot}
+        """), files={"inner.yaml": nested})
+    assert found == ["resources.inner.deletion_policy: \"Snapshot\" deletion policy not "
+                     "supported: a template resource takes no snapshots"]
