@@ -45,37 +45,53 @@ def _waiting_for_a_lock(rt: Runtime, other_pid: int) -> bool:
             "AND wait_event_type = 'Lock' AND pid <> :other"), {"other": other_pid}).scalar())
 
 
-def test_a_recording_chosen_as_deadlock_victim_is_recorded_again(rt: Runtime) -> None:
-    stack = sv.create_stack(rt, TENANT, "victim", template({"a": res("x")}))
-    assert rt.inprocess is not None
-    rt.inprocess.drop_pending()
-    traversal_id = str(stack.traversal_id)
+def _record_beside(rt: Runtime, stack_id: str, traversal_id: str, hold: str) -> object:
+    """Run the traversal's first node while another session holds what ``hold`` locks; once
+    the node's recording waits for a lock, that session writes the stack's resources, then
+    commits. Returns what ``run_nodes`` returned, or what it raised."""
     rt.engine.plan(traversal_id)
     outcome: list[object] = []
 
     def run() -> None:
         try:
             outcome.append(rt.engine.run_nodes(traversal_id, [0]))
-        except BaseException as exc:  # the test asserts there is none
+        except BaseException as exc:  # the callers assert there is none
             outcome.append(exc)
 
-    with rt.store.engine.connect() as other:
-        with other.begin():
-            other.execute(sa.text("SET LOCAL deadlock_timeout = '20s'"))
-            pid = int(other.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
-            other.execute(sa.text("SELECT id FROM traversals WHERE id = :t FOR UPDATE"),
-                          {"t": traversal_id})
-            worker = threading.Thread(target=run)
-            worker.start()
-            deadline = time.monotonic() + 30
-            while not _waiting_for_a_lock(rt, pid):  # the recording holds the resource row
-                assert time.monotonic() < deadline and worker.is_alive(), outcome
-                time.sleep(0.05)
-            other.execute(sa.text("UPDATE resources SET updated_at = updated_at "
-                                  "WHERE stack_id = :s"), {"s": stack.id})
-        worker.join(60)
-    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
-    finished = sv.wait_for_stack(rt, TENANT, stack.id, timeout=60)
+    with rt.store.engine.connect() as other, other.begin():
+        # The other session waits longer before it looks for a deadlock: if there is one,
+        # the recording is its victim.
+        other.execute(sa.text("SET LOCAL deadlock_timeout = '20s'"))
+        pid = int(other.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+        other.execute(sa.text(hold), {"s": stack_id, "t": traversal_id})
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 30
+        while not _waiting_for_a_lock(rt, pid):
+            assert time.monotonic() < deadline and worker.is_alive(), outcome
+            time.sleep(0.05)
+        other.execute(sa.text("UPDATE resources SET updated_at = updated_at "
+                              "WHERE stack_id = :s"), {"s": stack_id})
+    worker.join(60)
+    assert len(outcome) == 1, outcome
+    return outcome[0]
+
+
+def _started(rt: Runtime, name: str, resource: dict[str, object]) -> tuple[str, str]:
+    stack = sv.create_stack(rt, TENANT, name, template({"a": resource}))
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    return stack.id, str(stack.traversal_id)
+
+
+def test_a_recording_chosen_as_deadlock_victim_is_recorded_again(rt: Runtime) -> None:
+    # The recording holds the resource row and waits for the traversal's, which the other
+    # session holds; then the other session asks for the resource row: a deadlock.
+    stack_id, traversal_id = _started(rt, "victim", res("x"))
+    outcome = _record_beside(rt, stack_id, traversal_id,
+                             "SELECT id FROM traversals WHERE id = :t FOR UPDATE")
+    assert not isinstance(outcome, BaseException), outcome
+    finished = sv.wait_for_stack(rt, TENANT, stack_id, timeout=60)
     assert finished.stack_status == "CREATE_COMPLETE"
     record = next(r for r in sv.list_resources(rt, TENANT, "victim") if r.name == "a")
     assert (record.action, record.status, record.lease_owner) == ("CREATE", "COMPLETE", None)
@@ -93,37 +109,12 @@ def test_recording_a_failure_locks_the_stack_before_the_resources(rt: Runtime) -
     holds the stack and then writes the stack's resources (``admin reset``, a cancel) while a
     failure is recorded (which rolls the stack back, so it needs the stack) is waited for,
     with no deadlock on the way."""
-    stack = sv.create_stack(rt, TENANT, "failing", template({"a": res("x", fail=True)}))
-    assert rt.inprocess is not None
-    rt.inprocess.drop_pending()
-    traversal_id = str(stack.traversal_id)
-    rt.engine.plan(traversal_id)
+    stack_id, traversal_id = _started(rt, "failing", res("x", fail=True))
     before = _deadlocks(rt)
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(rt.engine.run_nodes(traversal_id, [0]))
-        except BaseException as exc:  # the test asserts there is none
-            outcome.append(exc)
-
-    with rt.store.engine.connect() as other:
-        with other.begin():
-            other.execute(sa.text("SET LOCAL deadlock_timeout = '20s'"))
-            pid = int(other.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
-            other.execute(sa.text("SELECT id FROM stacks WHERE id = :s FOR NO KEY UPDATE"),
-                          {"s": stack.id})
-            worker = threading.Thread(target=run)
-            worker.start()
-            deadline = time.monotonic() + 30
-            while not _waiting_for_a_lock(rt, pid):
-                assert time.monotonic() < deadline and worker.is_alive(), outcome
-                time.sleep(0.05)
-            other.execute(sa.text("UPDATE resources SET updated_at = updated_at "
-                                  "WHERE stack_id = :s"), {"s": stack.id})
-        worker.join(60)
-    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
+    outcome = _record_beside(rt, stack_id, traversal_id,
+                             "SELECT id FROM stacks WHERE id = :s FOR NO KEY UPDATE")
+    assert not isinstance(outcome, BaseException), outcome
     assert _deadlocks(rt) == before
-    rt.dispatcher.dispatch(outcome[0])  # type: ignore[arg-type]
-    finished = sv.wait_for_stack(rt, TENANT, stack.id, timeout=60)
+    rt.dispatcher.dispatch(outcome)  # type: ignore[arg-type]
+    finished = sv.wait_for_stack(rt, TENANT, stack_id, timeout=60)
     assert finished.stack_status == "ROLLBACK_COMPLETE"
