@@ -41,7 +41,7 @@ class Workers:
     def peaks(self) -> list[float]:
         return [json.loads(f.read_text())["peak_mib"] for f in sorted(self.stats.glob("*.json"))]
 
-    def stop(self) -> None:
+    def stop(self, keep_database: bool = False) -> None:
         for p in self.processes:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -51,6 +51,8 @@ class Workers:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        if keep_database:
+            return
         conn = psycopg2.connect(PG_ADMIN)
         conn.autocommit = True
         conn.cursor().execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')

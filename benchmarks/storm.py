@@ -27,6 +27,7 @@ entities, ``tests/ledger.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import statistics
 import sys
@@ -53,10 +54,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=storm.SPREAD_SECONDS)
     parser.add_argument("--timeout", type=float, default=300,
                         help="give up on a stack not converged after this")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the folder (logs, SQLite file) and the PostgreSQL database")
     args = parser.parse_args()
     tails: list[float] = []
     failures = 0
-    with tempfile.TemporaryDirectory() as folder:
+    kept = contextlib.nullcontext(tempfile.mkdtemp(prefix="storm-")) if args.keep else None
+    with kept or tempfile.TemporaryDirectory() as folder:
+        if args.keep:
+            print(f"kept in {folder}")
         workers = None
         if args.mode == "embedded":
             url, broker = f"sqlite:///{folder}/bench.db", None
@@ -88,7 +94,9 @@ def main() -> None:
                 api.terminate()
                 api.wait(30)
             if workers is not None:
-                workers.stop()
+                workers.stop(keep_database=args.keep)
+                if args.keep:
+                    print(f"kept database {workers.database}")
     if len(tails) > 1:
         print(f"\nlast answer -> converged over {len(tails)} runs: median "
               f"{statistics.median(tails):.2f} s, max {max(tails):.2f} s; runs with a wrong "
