@@ -99,6 +99,9 @@ class _Batch:
     busy_work: list[Work]
     timed_out: bool
     gone: list[NodeView] = field(default_factory=list)  # nothing left to do: done
+    # Converge nodes whose record vanished and whose name has none left: a record is made for
+    # them under the stack's lock (see Engine._make_records).
+    unmade: list[NodeView] = field(default_factory=list)
 
 
 def abandon_operations(tx: Tx, stack: StackView, record_ids: Sequence[int]) -> list[NewEvent]:
@@ -231,12 +234,18 @@ class Engine:
         return self.store.transact(lambda tx: self._plan_in(tx, traversal_id))
 
     def _plan_in(self, tx: Tx, traversal_id: str) -> list[Work]:
+        found = tx.traversal(traversal_id)
+        if found is None:
+            return []
+        # The stack is locked first (the order every transaction keeps), for as long as the
+        # plan makes records: a newer request is accepted before this plan or after it, never
+        # while it runs, so two plans never make a record each for one resource.
+        stack = tx.stack(found.stack_id, lock=True)
+        if stack is None or stack.traversal_id != traversal_id:
+            return []
         # Locked: two copies of the plan message must not both plan.
         trav = tx.traversal(traversal_id, lock=True)
         if trav is None:
-            return []
-        stack = tx.stack(trav.stack_id)
-        if stack is None or stack.traversal_id != trav.id:
             return []
         if trav.state == RUNNING:
             return list(batches(trav.id, tx.ready_nodes(trav.id), self.batch_size))
@@ -302,6 +311,8 @@ class Engine:
                         self.stats.stale += 1  # a duplicate of a poll someone already made
                         return []
                 batch: _Batch | None = self._prepare(tx, trav, stack, loaded, owner)
+            if batch is not None and batch.unmade:
+                self._make_records(batch, owner)
             deadline = time.monotonic() + self.inline_seconds
             follow: list[Work] = []
             while batch is not None:
@@ -313,8 +324,11 @@ class Engine:
         return merge(follow, self.batch_size)
 
     def _prepare(self, tx: Tx, trav: TraversalView, stack: StackView,
-                 loaded: Sequence[NodeView], owner: str) -> _Batch | None:
-        """Claim the ready nodes' records and read what their steps need."""
+                 loaded: Sequence[NodeView], owner: str, inline: bool = False
+                 ) -> _Batch | None:
+        """Claim the ready nodes' records and read what their steps need. ``inline``: in the
+        transaction that recorded the batch before (nodes that need a record made are then
+        sent on, to a batch of their own)."""
         self.stats.batches += 1
         nodes = [n for n in loaded if n.state == READY]
         if not nodes:
@@ -325,11 +339,12 @@ class Engine:
         definition = self._definition(trav, tx)
         unclaimed = [n for n in nodes if n.record_id not in records]
         gone: list[NodeView] = []
+        unmade: list[NodeView] = []
         if unclaimed:
-            nodes, gone = self._vanished(tx, trav, stack, definition, nodes, unclaimed,
-                                         records, owner)
+            nodes, gone, unmade = self._vanished(tx, trav, stack, definition, nodes, unclaimed,
+                                                 records, owner)
         names: set[str] = set()
-        for n in nodes:
+        for n in [*nodes, *unmade]:
             if n.phase == "cleanup":
                 names.add(n.name)
             elif definition is not None:
@@ -337,6 +352,9 @@ class Engine:
         heads = tx.heads(stack.id, names)
         busy = [n for n in nodes if n.record_id is None or n.record_id not in records]
         busy_work: list[Work] = []
+        if unmade and inline:
+            busy_work.append(Work(NODES, trav.id, tuple(n.seq for n in unmade)))
+            unmade = []
         if busy:
             # Another worker holds these (a duplicate message, a poll in flight, or a worker
             # that died): look again once the sweeper had a turn after its lease ran out (it
@@ -348,38 +366,68 @@ class Engine:
             busy_work.append(Work(NODES, trav.id, tuple(n.seq for n in busy), delay))
         timed_out = trav.deadline is not None and tx.now > trav.deadline
         return _Batch(trav, stack, definition, [n for n in nodes if n not in busy], records,
-                      heads, busy_work, timed_out, gone)
+                      heads, busy_work, timed_out, gone, unmade)
 
     def _vanished(self, tx: Tx, trav: TraversalView, stack: StackView,
                   definition: StackDefinition | None, nodes: list[NodeView],
                   unclaimed: list[NodeView], records: dict[int, RecordView],
-                  owner: str) -> tuple[list[NodeView], list[NodeView]]:
+                  owner: str) -> tuple[list[NodeView], list[NodeView], list[NodeView]]:
         """Nodes whose record no longer exists (a superseded traversal deleted it after this
-        one was planned): a cleanup node has nothing left to do; a converge node works on the
-        name's current record, or a new one."""
+        one was planned): a cleanup node has nothing left to do (gone); a converge node works
+        on the name's current record, or, when the name has none, on one made for it
+        (unmade: see :meth:`_make_records`)."""
         exists = tx.tokens([n.record_id for n in unclaimed if n.record_id is not None])
         missing = [n for n in unclaimed if n.record_id not in exists]
         if not missing:
-            return nodes, []
+            return nodes, [], []
         gone = [n for n in missing if n.phase == "cleanup" or definition is None or
                 n.name not in definition.resource_types]
         rebuild = [n for n in missing if n not in gone]
         found: dict[str, int] = {}
         if rebuild:
-            assert definition is not None
             found = {name: r.id for name, r in tx.heads(stack.id, [n.name for n in rebuild])
                      .items()}
-            new = [(n.name, definition.resource_types[n.name]) for n in rebuild
-                   if n.name not in found]
-            found.update(tx.insert_records(stack.id, new, _policies(definition, new)))
             for n in rebuild:
-                tx.set_node_record(trav.id, n.seq, found[n.name])
+                if n.name in found:
+                    tx.set_node_record(trav.id, n.seq, found[n.name])
             claimed = tx.claim_records(list(found.values()), owner, tx.now + self.lease_seconds)
             self.leases.add(owner, claimed)
             records.update(claimed)
-        moved = {n.seq: dataclasses.replace(n, record_id=found[n.name]) for n in rebuild}
-        keep = [moved.get(n.seq, n) for n in nodes if n not in gone]
-        return keep, gone
+        unmade = [n for n in rebuild if n.name not in found]
+        moved = {n.seq: dataclasses.replace(n, record_id=found[n.name]) for n in rebuild
+                 if n.name in found}
+        keep = [moved.get(n.seq, n) for n in nodes if n not in gone and n not in unmade]
+        return keep, gone, unmade
+
+    def _make_records(self, batch: _Batch, owner: str) -> None:
+        """Records for the batch's converge nodes whose name has none, made in a transaction
+        of their own that locks the stack first and only while this traversal is the stack's
+        current one. A newer request's plan makes the name's record itself; two traversals
+        making one each would create the resource twice."""
+        trav, definition = batch.trav, batch.definition
+        assert definition is not None
+        with self.store.begin() as tx:
+            stack = tx.stack(trav.stack_id, lock=True)
+            if stack is None or stack.traversal_id != trav.id:
+                return  # superseded: the current traversal has the name
+            names = [n.name for n in batch.unmade]
+            found = {name: r.id for name, r in tx.heads(stack.id, names).items()}
+            new = [(n.name, definition.resource_types[n.name]) for n in batch.unmade
+                   if n.name not in found]
+            found.update(tx.insert_records(stack.id, new, _policies(definition, new)))
+            claimed = tx.claim_records(list(found.values()), owner, tx.now + self.lease_seconds)
+            self.leases.add(owner, claimed)
+            for n in batch.unmade:
+                tx.set_node_record(trav.id, n.seq, found[n.name])
+            busy = [n.seq for n in batch.unmade if found[n.name] not in claimed]
+            if busy:  # a record made meanwhile, held: as for any busy node
+                retry_at = tx.lease_expiry([found[n.name] for n in batch.unmade])
+                delay = max((retry_at or tx.now) - tx.now, 0.0) + self.sweep_seconds + 0.5
+                batch.busy_work.append(Work(NODES, trav.id, tuple(busy), delay))
+        batch.records.update(claimed)
+        batch.nodes.extend(dataclasses.replace(n, record_id=found[n.name])
+                           for n in batch.unmade if found[n.name] in claimed)
+        batch.unmade = []
 
     def _steps(self, batch: _Batch, owner: str) -> list[StepResult]:
         results: list[StepResult] = [StepResult(n.seq, DONE) for n in batch.gone]
@@ -606,7 +654,7 @@ class Engine:
             # the order every transaction locks them in. (Released nodes are not done: a
             # traversal with ready ones is not finished.)
             take, ready = ready[:self.batch_size], ready[self.batch_size:]
-            nxt = self._prepare(tx, trav, stack, tx.nodes(trav.id, take), owner)
+            nxt = self._prepare(tx, trav, stack, tx.nodes(trav.id, take), owner, inline=True)
         finished = False
         if done or failed or skipped:
             remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
