@@ -663,3 +663,40 @@ def test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile(
     assert any("dying-node:1.a:1" in e.reason and "taken over" in e.reason
                for e in story.events())
     assert_no_leases(rt)
+
+
+def test_a_superseded_traversal_makes_no_record_for_a_resource_whose_record_vanished(
+        rt: Runtime, story: Story) -> None:
+    """A converge node whose record a superseded traversal deleted after this one was planned
+    works on a record made for it, but only while its traversal is the stack's current one:
+    a request accepted meanwhile plans the resource itself, and two records for one resource
+    would create it twice."""
+    story.create(template({"a": res("x", update_replace=True)}))
+    story.finish()
+    assert rt.inprocess is not None
+    story.update(template({"a": res("y", update_replace=True)}))
+    rt.inprocess.drop_pending()
+    traversal_id = str(story.stack().traversal_id)
+    rt.engine.plan(traversal_id)
+    rt.inprocess.drop_pending()
+    # What a superseded traversal's cleanup of it leaves: neither the entity nor the record.
+    rt.test_entities.delete(str(story.current()["a"].physical_id))
+    with rt.store.begin() as tx:
+        tx.conn.execute(sqlalchemy.text("DELETE FROM resources WHERE name = 'a'"))
+    made_before = story.created_total()
+    make_records = rt.engine._make_records
+    newer: list[StackView] = []
+
+    def accepted_meanwhile(batch: object, owner: str) -> None:
+        newer.append(story.update(template({"a": res("z", update_replace=True)})))
+        make_records(batch, owner)  # type: ignore[arg-type]
+
+    rt.engine._make_records = accepted_meanwhile  # type: ignore[method-assign]
+    rt.engine.run_nodes(traversal_id, [n for n in range(4)])
+    assert newer, "the node did not need a record made"
+    assert story.records() == {} and story.created_total() == made_before
+    rt.engine._make_records = make_records  # type: ignore[method-assign]
+    assert story.finish().stack_status == "UPDATE_COMPLETE"
+    assert [r.id for r in story.records()["a"]] == [story.current()["a"].id]
+    assert list(story.entities().values()) == ["z"]
+    assert story.created_total() == made_before + 1
