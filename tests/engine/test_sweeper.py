@@ -89,6 +89,16 @@ def run_until(rt: Runtime, condition: object) -> None:
     assert rt.inprocess.run(until=condition)  # type: ignore[arg-type]
 
 
+def planned_here(rt: Runtime, story: Story) -> str:
+    """The story's current traversal, planned here with its queued work dropped, so that the
+    test runs its nodes by hand; returns its id."""
+    assert rt.inprocess is not None
+    rt.inprocess.drop_pending()
+    traversal_id = str(story.stack().traversal_id)
+    rt.engine.plan(traversal_id)
+    return traversal_id
+
+
 def recover(story: Story) -> StackView:
     """Run what the dispatcher has until the stack is terminal: with nothing queued, only
     the sweeper can find the work (unlike ``wait_for_stack``, which re-offers it itself)."""
@@ -412,10 +422,7 @@ def _frozen_inside_create(rt: Runtime, story: Story, *, lands_first: bool) -> st
     past its lease; meanwhile another worker takes the resource over and converges it. With
     ``lands_first`` the create lands before the freeze (the other worker finds it), else after
     the other worker made its own. Returns what the frozen worker's create made."""
-    assert rt.inprocess is not None
-    rt.inprocess.drop_pending()
-    traversal_id = str(story.stack().traversal_id)
-    rt.engine.plan(traversal_id)
+    traversal_id = planned_here(rt, story)
     entities = rt.test_entities
     assert isinstance(entities, SqlTestEntities)
     other = Engine(rt.store, rt.registry, worker_id="other-node:1.a:1",
@@ -537,10 +544,7 @@ def _in_progress(story: Story) -> list[str]:
 def test_a_step_holding_its_resource_through_a_cancel_leaves_nothing_in_progress(
         rt: Runtime, story: Story) -> None:
     story.create(template({"a": res("x", action_wait_secs={"create": 60})}))
-    assert rt.inprocess is not None
-    rt.inprocess.drop_pending()
-    traversal_id = str(story.stack().traversal_id)
-    rt.engine.plan(traversal_id)
+    traversal_id = planned_here(rt, story)
     entities = rt.test_entities
     assert isinstance(entities, SqlTestEntities)
     made: list[str] = []
@@ -633,10 +637,7 @@ def test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile(
     # the record says a delete is under way, so it makes a anew; its worker dies before the
     # commit that would have recorded it.
     story.update(template({"a": slow, "b": res("y")}))
-    assert rt.inprocess is not None
-    rt.inprocess.drop_pending()
-    traversal_id = str(story.stack().traversal_id)
-    rt.engine.plan(traversal_id)
+    traversal_id = planned_here(rt, story)
     with rt.store.begin() as tx:
         [seq] = [n.seq for n in tx.nodes(traversal_id, tx.ready_nodes(traversal_id))
                  if n.name == "a" and n.phase == "converge"]
