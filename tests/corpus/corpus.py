@@ -1,4 +1,8 @@
-"""The real-world template corpus in ``../shared/templates``, validated as a client would.
+"""The real-world template corpus, validated as a client would.
+
+The corpus is a folder holding ``heat-templates/``, ``magnum/`` and ``tripleo/``: the one named by
+``CONVERGENCE_CORPUS_DIR``, else ``../shared/templates`` next to this repository. A clone without
+it can make one with ``tests/corpus/fetch.sh DIR`` (which says where each source comes from).
 
 For each template (a YAML file with ``heat_template_version``) the files map is every file of
 its source (heat-templates, magnum, tripleo) keyed by path relative to that source, the
@@ -27,7 +31,8 @@ from convergence.template import (
     validate_stack,
 )
 
-ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "templates"
+DEFAULT_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "templates"
+ROOT = Path(os.environ.get("CONVERGENCE_CORPUS_DIR") or DEFAULT_ROOT)
 SOURCES = ("heat-templates", "magnum", "tripleo")
 HONEST = frozenset({"resource-type", "file"})
 
@@ -99,8 +104,17 @@ def validate_source(source: Path) -> list[Outcome]:
     return outcomes
 
 
-def corpus_available() -> bool:
-    return ROOT.is_dir()
+def corpus_available(root: Path = ROOT) -> bool:
+    return all((root / source).is_dir() for source in SOURCES)
+
+
+def missing_message(root: Path = ROOT) -> str:
+    """Why the corpus cannot be read, and how to get it."""
+    where = ("CONVERGENCE_CORPUS_DIR" if os.environ.get("CONVERGENCE_CORPUS_DIR")
+             else "the default location")
+    return (f"the template corpus is not at {root} ({where}; it needs "
+            f"{', '.join(s + '/' for s in SOURCES)}): run `tests/corpus/fetch.sh DIR` and set "
+            "CONVERGENCE_CORPUS_DIR=DIR")
 
 
 def main() -> None:

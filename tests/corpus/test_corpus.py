@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from .corpus import ROOT, SOURCES, corpus_available, validate_source
+from .corpus import ROOT, SOURCES, corpus_available, missing_message, validate_source
 
 pytestmark = pytest.mark.corpus
 
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.corpus
 def _corpus_present() -> None:
     if not corpus_available():
         if os.environ.get("CI"):
-            pytest.fail(f"the template corpus is missing: {ROOT}")
-        pytest.skip(f"the template corpus is not here: {ROOT}")
+            pytest.fail(missing_message())
+        pytest.skip(missing_message())
 
 
 @pytest.mark.parametrize("source", SOURCES)
