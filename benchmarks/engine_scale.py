@@ -63,7 +63,9 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
     from convergence.settings import Settings
     from convergence.store.metrics import StatementCounter
 
-    settings = Settings(database_url=database_url, broker_url=broker)
+    # Templates of 10,000 resources and more weigh megabytes: past the default size limits.
+    settings = Settings(database_url=database_url, broker_url=broker,
+                        max_template_bytes=1 << 30, max_request_bytes=1 << 30)
     rt = open_runtime(settings)
     counting = Counting(rt.dispatcher)
     if isinstance(rt.dispatcher, InProcessDispatcher):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from convergence.admission import check_content, check_stack_name
 from convergence.engine.decide import Action, Desired, Observed, decide_converge
 from convergence.engine.definitions import build_definition
 from convergence.engine.stackdata import RecordData
@@ -204,6 +205,8 @@ class CreatePreview:
 def preview_create(rt: Runtime, tenant: str, name: str, content: TemplateContent
                    ) -> CreatePreview:
     """Validate a new stack (raises TemplateError, Conflict) and list what it would create."""
+    check_stack_name(name)
+    check_content(content, rt.settings)
     definition = build_definition(content, rt.registry)
     with rt.store.read() as tx:
         if tx.find_stack(tenant, name) is not None:
@@ -249,6 +252,7 @@ def preview_update(rt: Runtime, tenant: str, name_or_id: str, template: str | No
         records = tx.records(stack.id)
     content = requested_content(current, template, files, environments, parameters,
                                 existing=existing)
+    check_content(content, rt.settings)
     definition = build_definition(content, rt.registry)
     heads = heads_of(records)
     resolver = definition.resolver(StackIdentity(stack.name, stack.id, stack.tenant),

@@ -6,20 +6,25 @@ as ``TemplateError`` with every problem and its path; the callers decide how to 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from convergence.admission import SizeLimits, check_content, check_sizes, check_stack_name
 from convergence.engine.definitions import build_definition
 from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
 from convergence.engine.work import PLAN, Work
 from convergence.errors import Conflict, InvalidParameter, NotFound, PreconditionFailed
+from convergence.holds import StackHolds
 from convergence.plugins.registry import PluginRegistry
-from convergence.store import event_pages, orphans, sweeps
+from convergence.store import event_pages, holds, orphans, resource_pages, sweeps
 from convergence.store.event_pages import EventQuery
 from convergence.store.repository import Tx, template_id
+from convergence.store.resource_pages import ResourcePage, ResourceQuery
 from convergence.store.views import (
     EventView,
     NewEvent,
@@ -27,7 +32,9 @@ from convergence.store.views import (
     StackView,
     TemplateContent,
 )
+from convergence.store.worker_views import API, WORKER
 from convergence.template import (
+    DEFAULT_LIMITS,
     Environment,
     ParameterSchema,
     Problems,
@@ -81,16 +88,22 @@ def validate_template(
     environments: Sequence[Any] = (),
     parameters: Mapping[str, Any] | None = None,
     catalog: TypeCatalog | None = None,
+    sizes: SizeLimits | None = None,
 ) -> dict[str, Any]:
     """Validate a template as Heat's ``template validate`` does; return Heat's answer shape.
 
-    Raises TemplateError with the problems of the environments and the template together.
+    Raises TemplateError with the problems of the environments and the template together;
+    input over ``sizes`` (default: the default settings' limits) is refused unparsed.
     """
+    sizes = sizes or SizeLimits()
+    check_sizes(template, files, environments, parameters, sizes)
     problems = Problems()
     envs = load_environments(environments, problems=problems)
     try:
         stack = validate_stack(template, catalog=catalog or default_catalog(), files=files,
-                               location=location, environments=envs, parameters=parameters)
+                               location=location, environments=envs, parameters=parameters,
+                               limits=dataclasses.replace(DEFAULT_LIMITS,
+                                                          max_bytes=sizes.document))
     except TemplateError as exc:
         problems.extend(exc.problems)
     problems.raise_if_any()
@@ -164,9 +177,18 @@ def _content(template: str, files: Mapping[str, str] | None, environments: Seque
 
 
 def _accept(rt: Runtime, content: TemplateContent) -> None:
-    """Refuse invalid input before anything is stored (raises TemplateError); the engine of
-    this process (embedded: the one that plans it) keeps what was built."""
+    """Refuse invalid input before anything is stored (raises TemplateError), input over the
+    size limits unparsed; the engine of this process (embedded: the one that plans it) keeps
+    what was built."""
+    check_content(content, rt.settings)
     rt.engine.definitions.put(template_id(content), build_definition(content, rt.registry))
+
+
+def _put_template(rt: Runtime, tx: Tx, content: TemplateContent) -> str:
+    """Store accepted content with its template's description (from the definition
+    ``_accept`` built: no second parse)."""
+    definition = rt.engine.definitions.get(template_id(content), lambda _: content)
+    return tx.put_template(content, description=definition.template.description or "")
 
 
 def _stack_or_404(tx: Tx, tenant: str, name_or_id: str) -> StackView:
@@ -207,7 +229,9 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
     """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning.
 
     Unless ``disable_rollback``, a failed create is rolled back (everything it made deleted).
+    A name Heat would refuse is refused (TemplateError), as input over the size limits is.
     """
+    check_stack_name(name)
     content = _content(template, files, environments, parameters)
     _accept(rt, content)
     stack_id = str(uuid.uuid4())
@@ -215,7 +239,7 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
     def accept(tx: Tx) -> tuple[StackView, str]:
         if tx.find_stack(tenant, name) is not None:
             raise Conflict(f"The Stack ({name}) already exists.")
-        tid = tx.put_template(content)
+        tid = _put_template(rt, tx, content)
         # Two creates of one name that both passed the look-up: the unique index on live
         # names refuses the second (Conflict), whichever commits first.
         tx.insert_stack(stack_id, tenant, name, timeout_mins=timeout_mins,
@@ -301,7 +325,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         if changes:
             tx.update_stack(stack.id, **changes)
             stack = _stack_or_404(tx, tenant, stack.id)
-        traversal_id = begin_traversal(tx, stack, "UPDATE", tx.put_template(wanted))
+        traversal_id = begin_traversal(tx, stack, "UPDATE", _put_template(rt, tx, wanted))
         return _stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accept)
@@ -400,10 +424,71 @@ def list_stacks(rt: Runtime, tenant: str, *, include_deleted: bool = False) -> l
 
 
 def list_resources(rt: Runtime, tenant: str, name_or_id: str) -> list[RecordView]:
-    """The current version of each resource (replaced versions still being cleaned up too)."""
+    """Every record of the stack, in id order: the current version of each resource and the
+    replaced versions still being cleaned up. For a listing as Heat shows it (one version per
+    resource, paged, filtered), see :func:`resource_page` and :func:`resource_chunks`."""
     with rt.store.read() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
         return tx.records(stack.id)
+
+
+def resource_page(rt: Runtime, tenant: str, name_or_id: str,
+                  query: ResourceQuery) -> ResourcePage:
+    """One page of the stack's resources, as Heat lists them (the version of each the stack
+    uses), with who requires each; paged, ordered and filtered by the database
+    (``convergence.store.resource_pages``). InvalidParameter when the order needs the marker's
+    values and the marker is not a resource of the stack."""
+    with rt.store.read() as tx:
+        stack = _stack_or_404(tx, tenant, name_or_id)
+        found = resource_pages.page(tx, stack.id, query)
+    if found is None:
+        raise _not_a_resource(query, stack)
+    return found
+
+
+def resource_chunks(rt: Runtime, tenant: str, name_or_id: str, query: ResourceQuery,
+                    chunk: int = 500) -> Generator[ResourcePage, None, None]:
+    """The listing ``query`` asks for (all of it when its limit is None), in pages of at most
+    ``chunk`` resources; each page is read in a transaction of its own, and nothing is held
+    between pages, so the caller may stop after any page (a client that went away) and a long
+    listing keeps no snapshot open. The first page raises what :func:`resource_page` raises.
+
+    A page continues after the last resource of the one before. The first page reads its own
+    ``required_by``; when a second one is wanted, the stack's whole ``required_by`` map is read
+    once and serves every later page, so a listing of N resources costs O(N) however its pages
+    fall. ``query.nested_depth``: no resource type owns a nested stack yet, so the stack's own
+    resources are the listing at any depth; a nested stack's resources would follow here, each
+    listing of a child one level shallower.
+    """
+    if chunk < 1:
+        raise ValueError("chunk must be at least 1")
+    left = query.limit
+    last: RecordView | None = None  # the last resource listed so far
+    users: Mapping[int, tuple[str, ...]] | None = None
+    stack_id = name_or_id
+    while left is None or left > 0:
+        size = chunk if left is None else min(chunk, left)
+        with rt.store.read() as tx:
+            stack = _stack_or_404(tx, tenant, stack_id)
+            stack_id = stack.id
+            if users is None and last is not None:
+                users = resource_pages.stack_required_by(tx, stack.id)
+            found = resource_pages.page(tx, stack.id, dataclasses.replace(query, limit=size),
+                                        users, after=last)
+        if found is None:
+            raise _not_a_resource(query, stack)
+        yield found
+        if len(found.records) < size:
+            return
+        last = found.records[-1]
+        if left is not None:
+            left -= size
+
+
+def _not_a_resource(query: ResourceQuery, stack: StackView) -> InvalidParameter:
+    return InvalidParameter("marker", f"'marker' must be a resource of the stack when the "
+                            f"listing is not in name order: {query.marker} is not a resource "
+                            f"of {stack.name}.")
 
 
 def list_events(rt: Runtime, tenant: str, name_or_id: str, after: int = 0,
@@ -425,6 +510,35 @@ def resume_stack(rt: Runtime, stack: StackView) -> None:
     """Re-offer a running traversal's work (after the process that ran it stopped)."""
     if stack.traversal_id and stack.status == "IN_PROGRESS":
         rt.dispatcher.dispatch(rt.engine.resume(stack.traversal_id))
+
+
+_HOLDS_KEY = "convergence.services.holds"
+
+
+def holding(rt: Runtime, stack_id: str) -> AbstractContextManager[bool]:
+    """While the block runs, this process drives the stack's work (embedded mode) and holds
+    the stack, so that other processes leave it be (``convergence.holds``). Yields whether it
+    holds it: False when another live process does (then it is taken once that one lets go)."""
+    found = rt.extra.get(_HOLDS_KEY)
+    if not isinstance(found, StackHolds):
+        found = rt.extra[_HOLDS_KEY] = StackHolds(rt.store, rt.settings.lease_seconds)
+    return found.holding(stack_id)
+
+
+def abandoned(rt: Runtime, stack: StackView) -> bool:
+    """The stack's latest request is unfinished and no live process is on it: the process
+    that drove it stopped (Ctrl-C) or died (its hold on the stack ran out), and no worker or
+    API process that sweeps this database is up (it would find the work itself). Only such
+    work is for a command in embedded mode to resume."""
+    if stack.status in TERMINAL and stack.observed_generation == stack.generation:
+        return False
+    interval = rt.settings.heartbeat_seconds
+    with rt.store.read() as tx:
+        if holds.holder_of(tx, stack.id) is not None:
+            return False
+        now = tx.now
+        workers = tx.workers(since=now - 3 * interval)
+    return not any(w.kind in (WORKER, API) and w.is_up(now, interval) for w in workers)
 
 
 def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,

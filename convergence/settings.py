@@ -4,17 +4,24 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_DATABASE_URL``  SQLAlchemy URL; default: a SQLite file in the user data directory
 ``CONVERGENCE_BROKER_URL``    Celery broker (Redis); unset: the in-process dispatcher runs steps
 ``CONVERGENCE_DATA_DIR``      where the embedded database lives
-``CONVERGENCE_LEASE_SECONDS`` how long a claimed resource stays claimed without renewal
+``CONVERGENCE_LEASE_SECONDS`` how long a claimed resource stays claimed without renewal (and, in
+                              embedded mode, the stack a command drives: ``convergence.holds``)
 ``CONVERGENCE_SWEEP_SECONDS`` the sweeper's period
 ``CONVERGENCE_SHUTDOWN_GRACE_SECONDS`` how long a worker told to stop (SIGTERM) lets the steps in
-                              hand reach their commit point before it lets go of their leases
+                              hand reach their commit point before it lets go of their leases;
+                              and how long ``convergence api`` lets requests in flight finish
 ``CONVERGENCE_TEST_BACKEND_LATENCY`` seconds each change to OS::Heat::TestResource's backend takes
                               to answer, after it took effect (a slow cloud API); default 0
 ``CONVERGENCE_BATCH_SIZE``    how many ready nodes of one traversal a message carries
 ``CONVERGENCE_INLINE_SECONDS`` how long a step goes on with the successors it released
-``CONVERGENCE_MAX_REQUEST_BYTES`` largest API request body (default 2 MiB); larger: 413
-``CONVERGENCE_MAX_TEMPLATE_BYTES`` largest template the API accepts (default 1 MiB); larger: 413
+``CONVERGENCE_MAX_REQUEST_BYTES`` largest API request body (default 2 MiB; larger: 413), and the
+                              most a stack's template, files, environments and parameters may
+                              weigh together, however they come (``convergence.admission``)
+``CONVERGENCE_MAX_TEMPLATE_BYTES`` largest template, file of the files map or environment
+                              (default 1 MiB), through the API (413) and the CLI alike
 ``CONVERGENCE_AUTH``          API authentication: noauth (default), token or keystone
+``CONVERGENCE_ALLOW_NOAUTH``  true: ``convergence api`` may serve noauth on an address other than
+                              loopback (as ``--allow-noauth``); default false
 ``CONVERGENCE_TOKENS_FILE``   token mode: YAML/JSON mapping token -> {project, roles}
 ``CONVERGENCE_KEYSTONE_URL``  keystone mode: the Keystone endpoint (``/v3`` is added)
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
@@ -33,6 +40,9 @@ import platformdirs
 
 _PREFIX = "CONVERGENCE_"
 
+DEFAULT_MAX_REQUEST_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_TEMPLATE_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -45,9 +55,11 @@ class Settings:
     # How long a step may go on with the successors it released before handing them over.
     inline_seconds: float = 0.5
     worker_id: str = ""
-    max_request_bytes: int = 2 * 1024 * 1024
-    max_template_bytes: int = 1024 * 1024
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_template_bytes: int = DEFAULT_MAX_TEMPLATE_BYTES
     auth: str = "noauth"  # noauth | token | keystone (convergence.api.auth)
+    # noauth on an address other than loopback: refused by ``convergence api`` unless true.
+    allow_noauth: bool = False
     tokens_file: str | None = None
     keystone_url: str | None = None
     keystone_service_token: str | None = field(default=None, repr=False)  # a secret
@@ -58,7 +70,8 @@ class Settings:
     # Worker heartbeats (convergence.heartbeat): a worker is up while its last heartbeat is
     # younger than three of these.
     heartbeat_seconds: float = 5.0
-    # A worker told to stop: how long the steps in hand have to reach their commit point.
+    # A worker told to stop: how long the steps in hand have to reach their commit point;
+    # ``convergence api`` told to stop: how long requests in flight have to finish.
     shutdown_grace_seconds: float = 10.0
     # OS::Heat::TestResource's backend answers this late (its change lands first).
     test_backend_latency: float = 0.0
@@ -85,6 +98,18 @@ def auth_mode(value: str | None) -> str:
     return mode
 
 
+def flag(name: str, value: str | None) -> bool:
+    """A boolean setting: true/1/yes/on or false/0/no/off (unset: false)."""
+    if value is None:
+        return False
+    word = value.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{_PREFIX}{name} must be true or false, not {value!r}")
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
 
@@ -102,9 +127,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         batch_size=int(get("BATCH_SIZE") or 200),
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
         inline_seconds=float(get("INLINE_SECONDS") or 0.5),
-        max_request_bytes=int(get("MAX_REQUEST_BYTES") or 2 * 1024 * 1024),
-        max_template_bytes=int(get("MAX_TEMPLATE_BYTES") or 1024 * 1024),
+        max_request_bytes=int(get("MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),
+        max_template_bytes=int(get("MAX_TEMPLATE_BYTES") or DEFAULT_MAX_TEMPLATE_BYTES),
         auth=auth_mode(get("AUTH")),
+        allow_noauth=flag("ALLOW_NOAUTH", get("ALLOW_NOAUTH")),
         tokens_file=get("TOKENS_FILE"),
         keystone_url=get("KEYSTONE_URL"),
         keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),

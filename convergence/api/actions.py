@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 
-from convergence import preview, services
+from convergence import preview, services, stack_inputs
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
@@ -136,8 +136,7 @@ def preview_create(request: Request, tenant_id: str,
     deps = found.definition.dependencies
     required_by = {n: sorted(o for o, d in deps.items() if n in d)
                    for n in found.definition.resource_types}
-    params = {k: v if isinstance(v, str) else str(v)
-              for k, v in found.definition.parameters.items()}
+    params = stack_inputs.definition_parameters(found.definition)  # hidden ones masked
     params.update({"OS::stack_id": "None", "OS::stack_name": name, "OS::project_id": tenant_id})
     return {"stack": {
         "id": "None",

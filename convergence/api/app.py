@@ -6,6 +6,11 @@ no broker configured the runtime's work runs on the in-process dispatcher; the a
 it on a background thread (:class:`DispatcherDriver`) for as long as the app is up (its
 lifespan), woken by the routes that start work, and heartbeats as an "api" worker
 (``convergence.heartbeat``) meanwhile.
+
+At start, a noauth app logs a warning (``convergence.api.auth.auth_warnings``). When the server
+stops, ``convergence api`` calls :func:`stop_streams` so that open event streams let it go.
+``/docs`` is Swagger UI with its assets served from the ``fastapi_offline`` package
+(:data:`DOCS_ASSETS`): it needs no other host.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from convergence.api import (
     actions,
@@ -29,15 +35,20 @@ from convergence.api import (
     stream,
     subscriptions,
 )
-from convergence.api.auth import Authenticator, build_authenticator
+from convergence.api.auth import Authenticator, auth_warnings, build_authenticator
 from convergence.api.stacks import router
 from convergence.background import Loop
 from convergence.dispatch.inprocess import InProcessDispatcher
 from convergence.heartbeat import Heartbeat, worker_info
+from convergence.logs import get_logger
 from convergence.runtime import Runtime
 from convergence.store.worker_views import API
 
 log = logging.getLogger(__name__)
+
+# Swagger UI's scripts and styles, served by the app from the package that ships them, so
+# that /docs works without reaching any other host.
+DOCS_ASSETS = "/docs/assets"
 
 
 class DispatcherDriver(Loop):
@@ -72,6 +83,12 @@ def base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
+def stop_streams(app: FastAPI) -> None:
+    """The server is stopping: end the event streams and long-polls now. Left alone they
+    would hold their connections open, and the server would wait on them."""
+    app.state.stopping.set()
+
+
 def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
                authenticator: Authenticator | None = None) -> FastAPI:
     """The API over ``runtime``.
@@ -90,6 +107,8 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        for warning in auth_warnings(app.state.authenticator):
+            get_logger(__name__).warning(warning, auth_mode=app.state.authenticator.mode)
         if driver is not None:
             driver.start()
         if beat is not None:
@@ -97,23 +116,23 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
         try:
             yield
         finally:
+            stop_streams(app)
             if beat is not None:
                 beat.stop()
             if driver is not None:
                 driver.stop()
 
-    app = FastAPI(title="Convergence orchestration API", version="1.0", lifespan=lifespan,
-                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+    app = FastAPIOffline(title="Convergence orchestration API", version="1.0",
+                         lifespan=lifespan, docs_url="/docs", redoc_url=None,
+                         openapi_url="/openapi.json", static_url=DOCS_ASSETS)
     app.state.runtime = runtime
     app.state.driver = driver
+    # Set when the server stops: event streams and long-polls end (convergence.api.stream).
+    app.state.stopping = threading.Event()
     # Who may call the /v1/{tenant_id}/... routes (default: from the runtime's settings).
     app.state.authenticator = authenticator or build_authenticator(runtime.settings)
     errors.install(app)
     errors.install_redirect(app)
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     # The version document, unauthenticated: at the root as in Heat, and (an extension Heat
     # does not have) at /v1 and /v1/{tenant} so that keystoneauth's discovery succeeds when
@@ -124,7 +143,7 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     for path in ("/", "/versions", "/v1", "/v1/", "/v1/{tenant_id}", "/v1/{tenant_id}/"):
         app.add_api_route(path, versions, methods=["GET"], include_in_schema=False)
 
-    ops.install(app)  # /readyz, /healthcheck, /metrics and the request body limit
+    ops.install(app)  # /healthz, /readyz, /healthcheck, /metrics and the request body limit
     app.include_router(actions.router)  # before the stack routes, whose lookups match any path
     app.include_router(stack_extras.router)  # the list, export/abandon, events, mark-unhealthy
     app.include_router(catalog.router)

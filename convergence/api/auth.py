@@ -8,7 +8,10 @@ are not under the router and stay unauthenticated.
 
 Modes (``CONVERGENCE_AUTH``):
 
-``noauth``    the URL's tenant is the caller's project; ``X-Auth-Token`` is ignored.
+``noauth``    the URL's tenant is the caller's project; ``X-Auth-Token`` is ignored. Said
+              loudly (:func:`auth_warnings`: a warning logged at start and one in ``/healthz``);
+              ``convergence api`` serves it on loopback addresses only unless allowed
+              (``--allow-noauth``, ``CONVERGENCE_ALLOW_NOAUTH``).
 ``token``     ``X-Auth-Token`` must be one of the tokens of ``CONVERGENCE_TOKENS_FILE`` (YAML or
               JSON: ``{token: {project: ..., roles: [...]}}``).
 ``keystone``  ``X-Auth-Token`` is validated against Keystone v3 (``GET /v3/auth/tokens`` with
@@ -40,6 +43,10 @@ log = logging.getLogger(__name__)
 
 ADMIN_ROLE = "admin"
 AUTH_MODES = ("noauth", "token", "keystone")
+
+NOAUTH_WARNING = ("Authentication is off (CONVERGENCE_AUTH=noauth): whoever reaches this API "
+                  "may act as any tenant. Set CONVERGENCE_AUTH=token or keystone to require "
+                  "tokens.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +273,12 @@ def build_authenticator(settings: Settings) -> Authenticator:
             return Unconfigured("keystone", "keystone auth is not configured")
         return KeystoneTokens(settings.keystone_url, settings.keystone_service_token)
     raise ValueError(f"unknown auth mode {mode!r}: expected one of {', '.join(AUTH_MODES)}")
+
+
+def auth_warnings(authenticator: Authenticator) -> list[str]:
+    """What the operator must know about how callers are authenticated (shown by
+    ``/healthz`` and logged when the API starts): noauth, said loudly."""
+    return [NOAUTH_WARNING] if authenticator.mode == "noauth" else []
 
 
 def require_auth(request: Request, tenant_id: str) -> Identity:

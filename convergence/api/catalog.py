@@ -5,7 +5,8 @@ Callers: ``convergence.api.app`` includes :data:`router` (under ``/v1/{tenant_id
 - ``GET /resource_types`` (``name``, ``support_status``, ``with_description``),
   ``GET /resource_types/{type}`` (Heat's property/attribute schema) and
   ``GET /resource_types/{type}/template`` (a HOT template that exposes the type as a template
-  resource: one parameter per property, one output per attribute), from the plugin registry.
+  resource: one parameter per property, one output per attribute), from the plugin registry
+  in the shapes ``convergence.plugins.type_schemas`` gives.
 - ``GET /template_versions`` and ``GET /template_versions/{version}/functions``
   (``with_condition_func``), from ``convergence.template.versions``.
 - ``GET /build_info``.
@@ -13,7 +14,6 @@ Callers: ``convergence.api.app`` includes :data:`router` (under ``/v1/{tenant_id
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -23,9 +23,9 @@ from fastapi import APIRouter, Depends, Request
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
 from convergence.errors import NotFound
+from convergence.plugins import type_schemas
 from convergence.plugins.registry import PluginRegistry
 from convergence.template.functions.base import FunctionDef
-from convergence.template.properties import LIST, MAP, PropertySchema, TypeSchema
 from convergence.template.versions import VERSIONS, TemplateVersion, lookup_version
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
@@ -80,153 +80,32 @@ def _package_version() -> str:
 
 # Resource types ---------------------------------------------------------------------------------
 
-def _schema_or_404(reg: PluginRegistry, type_name: str) -> TypeSchema:
-    schema = reg.lookup(type_name)
-    if schema is None:
-        raise NotFound(f"The Resource Type ({type_name}) could not be found.")
-    return schema
-
-
-def _name_matches(pattern: str, name: str) -> bool:
-    """Heat's ``name`` filter: the exact name, or a regular expression searched in it."""
-    if pattern == name:
-        return True
-    try:
-        return re.search(pattern, name) is not None
-    except re.error:
-        return False
-
-
-def constraints(p: PropertySchema) -> list[dict[str, Any]]:
-    """A property's constraints in Heat's schema shape."""
-    out: list[dict[str, Any]] = []
-    if p.allowed_values:
-        out.append({"allowed_values": list(p.allowed_values)})
-    if p.min is not None or p.max is not None:
-        bounds = {k: v for k, v in (("min", p.min), ("max", p.max)) if v is not None}
-        out.append({"range" if p.type in ("Integer", "Number") else "length": bounds})
-    if p.pattern:
-        out.append({"allowed_pattern": p.pattern})
-    if p.custom_constraint:
-        out.append({"custom_constraint": p.custom_constraint})
-    return out
-
-
-def property_schema(p: PropertySchema) -> dict[str, Any]:
-    """One property in Heat's shape (nested ``schema`` for maps and lists)."""
-    out: dict[str, Any] = {
-        "type": p.type.lower(),
-        "description": p.description,
-        "required": p.required,
-        "update_allowed": p.update_allowed,
-        "immutable": p.immutable,
-    }
-    if p.default is not None:
-        out["default"] = p.default
-    found = constraints(p)
-    if found:
-        out["constraints"] = found
-    if p.schema is not None:
-        out["schema"] = {k: property_schema(v) for k, v in p.schema.items()}
-    elif p.item is not None:
-        out["schema"] = {"*": property_schema(p.item)}
-    return out
-
-
-def type_schema(schema: TypeSchema) -> dict[str, Any]:
-    """``GET /resource_types/{type}``: Heat's answer shape."""
-    attributes = sorted(schema.attributes or ())
-    return {
-        "resource_type": schema.name,
-        "description": schema.description,
-        "properties": {k: property_schema(v) for k, v in (schema.properties or {}).items()},
-        "attributes": {
-            **{a: {"description": "", "type": None} for a in attributes},
-            "show": {"description": "Detailed information about resource.", "type": "map"},
-        },
-        "support_status": {"status": schema.support_status, "version": None,
-                           "message": None, "previous_status": None},
-    }
-
-
-_PARAM_TYPES = {"String": "string", "Integer": "number", "Number": "number",
-                "Boolean": "boolean", LIST: "comma_delimited_list", MAP: "json", "Any": "json"}
-
-
-def _parameter(p: PropertySchema) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": _PARAM_TYPES.get(p.type, "string")}
-    if p.description:
-        out["description"] = p.description
-    if p.default is not None:
-        out["default"] = p.default
-    found: list[dict[str, Any]] = []
-    if p.allowed_values:
-        found.append({"allowed_values": list(p.allowed_values)})
-    if (p.min is not None or p.max is not None) and p.type in ("Integer", "Number", "String"):
-        bounds = {k: v for k, v in (("min", p.min), ("max", p.max)) if v is not None}
-        found.append({"range" if p.type != "String" else "length": bounds})
-    if p.pattern and p.type == "String":
-        found.append({"allowed_pattern": p.pattern})
-    if found:
-        out["constraints"] = found
-    return out
-
-
-def type_template(schema: TypeSchema, resource_name: str) -> dict[str, Any]:
-    """A HOT template exposing the type as a template resource, as Heat generates it."""
-    props = schema.properties or {}
-    return {
-        "heat_template_version": "2016-10-14",
-        "description": f"Initial template of {resource_name}",
-        "parameters": {k: _parameter(v) for k, v in props.items()},
-        "resources": {resource_name: {
-            "type": schema.name,
-            "properties": {k: {"get_param": k} for k in props},
-        }},
-        "outputs": {
-            **{a: {"description": a, "value": {"get_attr": [resource_name, a]}}
-               for a in sorted(schema.attributes or ())},
-            "show": {"description": "Detailed information about resource.",
-                     "value": {"get_attr": [resource_name, "show"]}},
-        },
-    }
-
-
 @router.get("/resource_types")
 def list_resource_types(name: str | None = None, support_status: str | None = None,
                         with_description: str | None = None, version: str | None = None,
                         reg: PluginRegistry = Depends(registry)  # noqa: B008
                         ) -> dict[str, Any]:
-    names = reg.names()
-    if name:
-        names = [n for n in names if _name_matches(name, n)]
-    if support_status:
-        wanted = support_status.upper()
-        names = [n for n in names if _schema_or_404(reg, n).support_status == wanted]
+    names = type_schemas.list_types(reg, name=name, support_status=support_status)
     if _flag(with_description):
-        return {"resource_types": [
-            {"resource_type": n, "description": _schema_or_404(reg, n).description}
-            for n in names]}
+        return {"resource_types": type_schemas.described_types(reg, names)}
     return {"resource_types": names}
 
 
 @router.get("/resource_types/{type_name}")
 def show_resource_type(type_name: str, reg: PluginRegistry = Depends(registry)  # noqa: B008
                        ) -> dict[str, Any]:
-    return type_schema(_schema_or_404(reg, type_name))
+    return type_schemas.type_schema(type_schemas.schema_or_404(reg, type_name))
 
 
 @router.get("/resource_types/{type_name}/template")
 def resource_type_template(type_name: str, template_type: str = "hot",
                            reg: PluginRegistry = Depends(registry)  # noqa: B008
                            ) -> dict[str, Any]:
-    schema = _schema_or_404(reg, type_name)
+    type_schemas.schema_or_404(reg, type_name)
     if template_type.lower() != "hot":
         raise ApiError(400, "NotSupported", f"Template type {template_type} is not "
                        "supported; only hot templates are generated.")
-    plugin = reg.plugin(type_name)
-    resource_name = getattr(plugin, "__name__", None) or type_name.rsplit("::", 1)[-1]
-    return type_template(schema, resource_name)
+    return type_schemas.template_of(reg, type_name)
 
 
 # Template versions ------------------------------------------------------------------------------

@@ -2,14 +2,16 @@
 
 Callers: ``convergence.api.app`` calls :func:`install` once. It adds
 
+- ``GET /healthz`` and ``GET /healthcheck`` (Heat's path): up, and in noauth mode the mode
+  and a warning (``convergence.api.auth.auth_warnings``), for whoever looks.
 - ``GET /readyz``: 200 when the database answers (and the broker, when one is configured:
-  a Redis ``PING``), else 503 naming what failed; ``GET /healthcheck`` (Heat's path) answers
-  as ``/healthz`` does.
+  a Redis ``PING``), else 503 naming what failed.
 - ``GET /metrics``: Prometheus text format: HTTP requests by method, route template and
   status (and their duration), traversals started and finished by outcome and stacks by
   status (read from the store at scrape time), traversals finished by this process, nodes
-  stepped, step latency and leases taken over by this process's engine, and the broker's
-  queue depths (Redis ``LLEN``; 0 with no broker).
+  stepped, step latency and leases taken over by this process's engine, the broker's
+  queue depths (Redis ``LLEN``; 0 with no broker), and the resource records read for
+  resource lists and the lists abandoned by their client (``api.resource_list``).
 - a request body limit (``Settings.max_request_bytes``): larger bodies get 413 in Heat's
   error shape before anything parses them.
 
@@ -37,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from convergence import services
+from convergence.api.auth import Authenticator, auth_warnings
 from convergence.api.errors import ApiError, error_body
 from convergence.runtime import Runtime
 
@@ -92,9 +95,24 @@ def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=503 if failed else 200)
 
 
+def health(request: Request) -> dict[str, Any]:
+    """``/healthz`` and ``/healthcheck``: up; with noauth, the mode and a warning."""
+    body: dict[str, Any] = {"status": "ok"}
+    authenticator: Authenticator | None = getattr(request.app.state, "authenticator", None)
+    if authenticator is not None and auth_warnings(authenticator):
+        body["auth"] = authenticator.mode
+        body["warnings"] = auth_warnings(authenticator)
+    return body
+
+
+@router.get("/healthz")
+def healthz(request: Request) -> dict[str, Any]:
+    return health(request)
+
+
 @router.get("/healthcheck")
-def healthcheck() -> dict[str, str]:
-    return {"status": "ok"}
+def healthcheck(request: Request) -> dict[str, Any]:
+    return health(request)
 
 
 # Metrics ----------------------------------------------------------------------------------------
@@ -187,6 +205,15 @@ class Metrics:
         self.steps = Histogram("convergence_step_duration_seconds",
                                "Time of one node's step in this process's engine.",
                                registry=self.registry)
+        # The resource list's work (``convergence.api.resource_list``): what it read, and
+        # the listings it stopped because their client went away.
+        self.resource_records = Counter(
+            "convergence_resource_list_records",
+            "Resource records read to answer resource lists.", registry=self.registry)
+        self.resource_abandoned = Counter(
+            "convergence_resource_list_abandoned",
+            "Resource lists stopped before their end: the client went away.",
+            registry=self.registry)
         self.registry.register(StoreCollector(rt))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:

@@ -9,7 +9,8 @@ lives here rather than in ``convergence.api.stacks``.
 - ``GET /stacks``: filters ``id``, ``name``, ``status``, ``action`` (repeatable; a status
   matches ``COMPLETE`` or ``CREATE_COMPLETE``), ``show_deleted``, ``sort_keys`` (repeatable:
   ``stack_name``, ``stack_status``, ``creation_time``, ``updated_time``), ``sort_dir``,
-  ``limit``/``marker`` paging and ``with_count`` (adds ``count``, the number before paging).
+  ``limit``/``marker`` paging (``convergence.stack_pages``) and ``with_count`` (adds
+  ``count``, the number before paging); each stack with its template's ``description``.
 - ``GET .../environment``, ``.../files``: from the stored template content.
 - ``GET .../export``, ``DELETE .../abandon``: Heat's abandon blob; abandon also forgets the
   stack's records (the physical resources stay) and leaves the stack DELETE_COMPLETE.
@@ -22,14 +23,13 @@ lives here rather than in ``convergence.api.stacks``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from convergence import services
+from convergence import services, stack_inputs, stack_pages
 from convergence.api import event_params, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
@@ -54,21 +54,6 @@ router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)
 
 # The stack list ---------------------------------------------------------------------------------
 
-_SORT_KEYS: dict[str, Callable[[StackView], Any]] = {
-    "stack_name": lambda s: s.name, "name": lambda s: s.name,
-    "stack_status": lambda s: s.stack_status, "status": lambda s: s.stack_status,
-    "creation_time": lambda s: s.created_at, "created_at": lambda s: s.created_at,
-    "updated_time": lambda s: s.updated_at, "updated_at": lambda s: s.updated_at,
-}
-
-
-def _stack_matches(s: StackView, given: Callable[[str], list[str]]) -> bool:
-    """Heat's stack filters; a repeated parameter matches any of its values."""
-    fields = {"id": {s.id}, "name": {s.name}, "status": {s.status, s.stack_status},
-              "action": {s.action}}
-    return all(not given(k) or fields[k] & set(given(k)) for k in fields)
-
-
 @router.get("/stacks")
 def list_stacks(request: Request, tenant_id: str,
                 rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
@@ -76,40 +61,27 @@ def list_stacks(request: Request, tenant_id: str,
     sort_dir = (query.get("sort_dir") or "desc").lower()
     if sort_dir not in ("asc", "desc"):
         raise _bad("'sort_dir' must be asc or desc.")
-    keys = query.getlist("sort_keys") or ["creation_time"]
-    unknown = [k for k in keys if k not in _SORT_KEYS]
-    if unknown:
-        raise _bad(f"Invalid sort keys {unknown}: allowed are stack_name, stack_status, "
-                   "creation_time, updated_time.")
-    stacks = services.list_stacks(rt, tenant_id,
-                                  include_deleted=_flag(query.get("show_deleted"), False))
-    stacks = [s for s in stacks if _stack_matches(s, query.getlist)]
-    # created_at then id break ties, so that paging by marker is stable.
-    stacks.sort(key=lambda s: (*(_SORT_KEYS[k](s) for k in keys), s.created_at, s.id),
-                reverse=sort_dir == "desc")
-    count = len(stacks)
-    marker = query.get("marker")
-    if marker:
-        ids = [s.id for s in stacks]
-        if marker not in ids:
-            raise NotFound(f"The Stack ({marker}) could not be found.")
-        stacks = stacks[ids.index(marker) + 1:]
-    size = _int_param(query.get("limit"), "limit")
+    include_deleted = _flag(query.get("show_deleted"), False)
+    wanted = stack_pages.StackQuery(
+        filters={k: query.getlist(k) for k in stack_pages.FILTER_KEYS if query.getlist(k)},
+        sort_keys=query.getlist("sort_keys") or ["creation_time"],
+        descending=sort_dir == "desc", marker=query.get("marker") or None,
+        limit=_int_param(query.get("limit"), "limit"), include_deleted=include_deleted)
+    found = stack_pages.page(services.list_stacks(rt, tenant_id,
+                                                 include_deleted=include_deleted), wanted)
+    stacks = found.stacks
     body: dict[str, Any] = {}
-    if size is not None:
-        if size < 0:
-            raise _bad("'limit' must not be negative.")
-        full = len(stacks) > size
-        stacks = stacks[:size]
-        if full and stacks:
-            rest = [(k, v) for k, v in query.multi_items() if k not in ("limit", "marker")]
-            params = "&".join(f"{quote(k)}={quote(v)}" for k, v in rest)
-            href = f"{_base(request)}/v1/{tenant_id}/stacks?limit={size}" \
-                f"&marker={quote(stacks[-1].id)}" + (f"&{params}" if params else "")
-            body["links"] = [{"rel": "next", "href": href}]
-    body["stacks"] = [views.stack_summary(_base(request), s) for s in stacks]
+    if found.more and stacks:
+        rest = [(k, v) for k, v in query.multi_items() if k not in ("limit", "marker")]
+        params = "&".join(f"{quote(k)}={quote(v)}" for k, v in rest)
+        href = f"{_base(request)}/v1/{tenant_id}/stacks?limit={wanted.limit}" \
+            f"&marker={quote(stacks[-1].id)}" + (f"&{params}" if params else "")
+        body["links"] = [{"rel": "next", "href": href}]
+    described = stack_inputs.descriptions(rt, stacks)
+    body["stacks"] = [views.stack_summary(_base(request), s, description=described[s.id])
+                      for s in stacks]
     if _flag(query.get("with_count"), False):
-        body["count"] = count
+        body["count"] = found.count
     return body
 
 

@@ -23,14 +23,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from convergence import services
-from convergence.api import event_params, ops, stream, views
+from convergence import services, stack_inputs
+from convergence.admission import SizeLimits
+from convergence.api import bodies, event_params, ops, resource_list, stream, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError, Redirect
 from convergence.errors import Conflict, NotFound
 from convergence.runtime import Runtime
 from convergence.store.event_pages import EventQuery
-from convergence.store.views import RecordView, StackView, TemplateContent
+from convergence.store.resource_pages import ResourceQuery
+from convergence.store.views import StackView, TemplateContent
 from convergence.template import TemplateError, load_document
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
@@ -57,15 +59,12 @@ def _wake(request: Request) -> None:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object (an empty body is an empty object)."""
+    """The request's JSON object (an empty body is an empty object); 400 when it is not
+    JSON or nests deeper than a template may (``convergence.api.bodies``)."""
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "MalformedRequestBody",
-                       f"The request body is not valid JSON: {exc}") from None
+    data = bodies.parse_json(raw)
     if not isinstance(data, dict):
         raise ApiError(400, "MalformedRequestBody", "The request body must be a JSON object.")
     ops.check_template_size(request, data)
@@ -209,17 +208,6 @@ def _content(rt: Runtime, stack: StackView) -> TemplateContent | None:
         return tx.template(stack.template_id)
 
 
-def _description(content: TemplateContent | None) -> str:
-    if content is None:
-        return ""
-    try:
-        doc = load_document(content.text, "template")
-    except TemplateError:
-        return ""
-    value = doc.get("description") if isinstance(doc, Mapping) else None
-    return str(value) if value else ""
-
-
 # Stacks ------------------------------------------------------------------------------------------
 
 # GET /stacks (the list and its filters) is in convergence.api.stack_extras.
@@ -256,10 +244,10 @@ def create_stack(request: Request, tenant_id: str,
 def show_stack(request: Request, resolve_outputs: str | None = None,
                stack: StackView = Depends(canonical_stack),  # noqa: B008
                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    content = _content(rt, stack)
+    # Every parameter's effective value, hidden ones masked (``convergence.stack_inputs``).
     return {"stack": views.stack_detail(
-        _base(request), stack, description=_description(content),
-        parameters=content.parameters if content is not None else None,
+        _base(request), stack, description=stack_inputs.descriptions(rt, [stack])[stack.id],
+        parameters=stack_inputs.stack_parameters(rt, stack),
         resolve_outputs=_flag(resolve_outputs, True))}
 
 
@@ -325,47 +313,29 @@ def delete_stack(request: Request, stack: StackView = Depends(canonical_stack), 
 # Under a stack ---------------------------------------------------------------------------------
 
 @router.get("/stacks/{stack_name}/{stack_id}/resources")
-def list_resources(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
-                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    query = request.query_params
-    unknown = sorted(set(query) - _RESOURCE_PARAMS)
-    if unknown:
-        raise _bad(f"Invalid filter parameters {unknown}: allowed are "
-                   f"{', '.join(sorted(_RESOURCE_PARAMS))}.")
-    _int_param(query.get("nested_depth"), "nested_depth")  # no nested stacks here yet
-    records = services.list_resources(rt, stack.tenant, stack.id)
-    base = _base(request)
-    detail = _flag(query.get("with_detail"), False)
-    return {"resources": [views.resource_item(base, stack, r, records, detail=detail)
-                          for r in views.current_records(records)
-                          if _resource_matches(r, query.getlist)]}
-
-
-_RESOURCE_PARAMS = frozenset({"nested_depth", "with_detail", "type", "status", "name",
-                              "action", "id", "physical_resource_id"})
-
-
-def _resource_matches(r: RecordView, given: Any) -> bool:
-    """Heat's resource filters; a repeated parameter matches any of its values."""
-    fields = {"type": {r.type}, "status": {r.status, f"{r.action}_{r.status}"},
-              "name": {r.name}, "action": {r.action}, "id": {r.name},
-              "physical_resource_id": {r.physical_id or ""}}
-    return all(not given(k) or fields[k] & set(given(k)) for k in fields)
+async def list_resources(request: Request,
+                         stack: StackView = Depends(canonical_stack),  # noqa: B008
+                         rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    """Heat's resource list, paged, ordered and filtered in the database, answered chunk by
+    chunk; a client that goes away stops the work (``convergence.api.resource_list``)."""
+    wanted = resource_list.listing(request.query_params)
+    return await resource_list.answer(request, rt, stack, wanted)
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
 def show_resource(request: Request, resource_name: str,
                   stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    records = services.list_resources(rt, stack.tenant, stack.id)
-    for r in views.current_records(records):
-        if r.name == resource_name:
-            item = views.resource_item(_base(request), stack, r, records, detail=True)
-            for name in request.query_params.getlist("with_attr"):  # Heat: named attributes
-                item["attributes"].setdefault(name, r.attributes.get(name))
-            return {"resource": item}
-    raise NotFound(f"The Resource ({resource_name}) could not be found in Stack "
-                   f"{stack.name}.")
+    found = services.resource_page(rt, stack.tenant, stack.id,
+                                   ResourceQuery(limit=1, names=(resource_name,)))
+    if not found.records:
+        raise NotFound(f"The Resource ({resource_name}) could not be found in Stack "
+                       f"{stack.name}.")
+    r = found.records[0]
+    item = views.resource_item(_base(request), stack, r, found.users(r), detail=True)
+    for name in request.query_params.getlist("with_attr"):  # Heat: named attributes
+        item["attributes"].setdefault(name, r.attributes.get(name))
+    return {"resource": item}
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/events")
@@ -455,7 +425,8 @@ def validate(body: dict[str, Any] = Depends(json_body),  # noqa: B008
     environments = _environments(body, files)
     answer = services.validate_template(
         _template_text(body["template"]), files=files, environments=environments,
-        parameters=_mapping(body, "parameters"), catalog=rt.registry)
+        parameters=_mapping(body, "parameters"), catalog=rt.registry,
+        sizes=SizeLimits.of(rt.settings))
     answer["Environment"] = _mapping(body, "environment") \
         if isinstance(body.get("environment"), Mapping) else {}
     return answer

@@ -177,8 +177,16 @@ def project_fetch(rt: Runtime, tenant: str) -> Fetch:
 
 # Waiting ---------------------------------------------------------------------------------------
 
-async def wait_for_newer(rt: Runtime, fetch: Fetch, after: int, timeout: float) -> bool:
-    """Wait until an event after ``after`` exists (True) or ``timeout`` seconds passed."""
+def stopping(request: Request) -> threading.Event:
+    """Set when the server stops (``convergence.api.app.stop_streams``): waits end then."""
+    found = getattr(request.app.state, "stopping", None)
+    return found if isinstance(found, threading.Event) else threading.Event()
+
+
+async def wait_for_newer(rt: Runtime, fetch: Fetch, after: int, timeout: float,
+                         stop: threading.Event | None = None) -> bool:
+    """Wait until an event after ``after`` exists (True), or ``timeout`` seconds passed or
+    ``stop`` was set (False)."""
     deadline = time.monotonic() + timeout
     with notifier(rt).listen() as wake:
         while True:
@@ -186,7 +194,7 @@ async def wait_for_newer(rt: Runtime, fetch: Fetch, after: int, timeout: float) 
             if await run_in_threadpool(fetch, after, 1):
                 return True
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (stop is not None and stop.is_set()):
                 return False
             with suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), min(POLL_SECONDS, left))
@@ -208,10 +216,11 @@ class LongPollResponse(Response):
 
 
 def long_poll(rt: Runtime, fetch: Fetch, after: int, wait: float,
-              answer: Callable[[], Any]) -> LongPollResponse:
+              answer: Callable[[], Any], stop: threading.Event | None = None,
+              ) -> LongPollResponse:
     """The long-poll answer: ``answer()`` (the normal event list) as soon as an event after
-    ``after`` exists, else after ``wait`` seconds."""
-    return LongPollResponse(lambda: wait_for_newer(rt, fetch, after, wait), answer)
+    ``after`` exists, else after ``wait`` seconds (at once when ``stop`` is set)."""
+    return LongPollResponse(lambda: wait_for_newer(rt, fetch, after, wait, stop), answer)
 
 
 # The stream ------------------------------------------------------------------------------------
@@ -223,14 +232,16 @@ def sse_message(base: str, event: EventView, stack: StackView) -> str:
     return f"id: {event.id}\nevent: {kind}\ndata: {data}\n\n"
 
 
-async def sse_messages(rt: Runtime, fetch: Fetch, after: int, base: str) -> AsyncIterator[str]:
-    """The stream's messages, from the first event after ``after``, forever (until the client
-    goes: the server then cancels this generator)."""
+async def sse_messages(rt: Runtime, fetch: Fetch, after: int, base: str,
+                       stop: threading.Event | None = None) -> AsyncIterator[str]:
+    """The stream's messages, from the first event after ``after``, until the client goes
+    (the server then cancels this generator) or ``stop`` is set (the server is stopping: the
+    stream ends, and the client reconnects elsewhere with ``Last-Event-ID``)."""
     last = after
     beat_at = time.monotonic() + HEARTBEAT_SECONDS
     with notifier(rt).listen() as wake:
         yield "retry: 1000\n\n"
-        while True:
+        while stop is None or not stop.is_set():
             wake.clear()  # before reading, so that a commit during the read wakes the wait
             found = await run_in_threadpool(fetch, last, BATCH)
             if found:
@@ -254,7 +265,7 @@ def event_stream(request: Request, rt: Runtime, fetch: Fetch,
     base = str(request.base_url).rstrip("/")
     notifier(rt)  # hook the engine now, before the first read
     return StreamingResponse(
-        sse_messages(rt, fetch, after, base), media_type="text/event-stream",
+        sse_messages(rt, fetch, after, base, stopping(request)), media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -267,7 +278,7 @@ def stack_events(request: Request, rt: Runtime, stack: StackView, *, watch: str 
         return event_stream(request, rt, stack_fetch(rt, stack), marker)
     if wait is not None:
         return long_poll(rt, stack_fetch(rt, stack), max(marker or 0, 0), wait_seconds(wait),
-                         answer)
+                         answer, stopping(request))
     return None
 
 
@@ -303,5 +314,6 @@ def project_events(request: Request, tenant_id: str, watch: str | None = None,
         return {"events": [views.event_item(base, s, e) for e, s in found]}
 
     if wait is not None:
-        return long_poll(rt, fetch, max(after or 0, 0), wait_seconds(wait), answer)
+        return long_poll(rt, fetch, max(after or 0, 0), wait_seconds(wait), answer,
+                         stopping(request))
     return answer()

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from convergence import webhooks
+from convergence.api import bodies
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
 from convergence.runtime import Runtime
@@ -70,10 +71,7 @@ def _parse(body: Any) -> tuple[str, list[str], str | None, str]:
 @router.post("/subscriptions", status_code=201)
 async def create_subscription(request: Request, tenant_id: str,
                               rt: Runtime = Depends(_runtime)) -> dict[str, Any]:  # noqa: B008
-    try:
-        body = await request.json()
-    except ValueError:
-        raise _bad("The request body must be JSON.") from None
+    body = bodies.parse_json(await request.body())
     url, events, stack_id, secret = _parse(body)
     with rt.store.begin() as tx:
         sub = tx.insert_subscription(str(uuid.uuid4()), tenant_id, url, events, stack_id,

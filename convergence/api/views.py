@@ -33,13 +33,14 @@ def _self(href: str) -> list[dict[str, str]]:
     return [{"href": href, "rel": "self"}]
 
 
-def stack_summary(base: str, s: StackView) -> dict[str, Any]:
-    """A stack as Heat's list shows it (the basic keys), plus the generations."""
+def stack_summary(base: str, s: StackView, *, description: str = "") -> dict[str, Any]:
+    """A stack as Heat's list shows it (the basic keys, ``description`` its template's), plus
+    the generations."""
     return {
         "id": s.id,
         "stack_name": s.name,
         "links": _self(stack_url(base, s)),
-        "description": "",
+        "description": description,
         "stack_status": s.stack_status,
         "stack_status_reason": s.status_reason,
         "creation_time": iso(s.created_at),
@@ -58,8 +59,7 @@ def stack_detail(base: str, s: StackView, *, description: str = "",
                  parameters: Mapping[str, Any] | None = None,
                  resolve_outputs: bool = True) -> dict[str, Any]:
     """A stack as Heat's show answers it."""
-    out = stack_summary(base, s)
-    out["description"] = description
+    out = stack_summary(base, s, description=description)
     out["template_description"] = description
     out["capabilities"] = []
     out["notification_topics"] = []
@@ -90,7 +90,9 @@ def output_items(s: StackView) -> list[dict[str, Any]]:
 
 
 def current_records(records: Sequence[RecordView]) -> list[RecordView]:
-    """One version per resource name: the one the stack uses (not one being replaced)."""
+    """One version per resource name: the one the stack uses (not one being replaced). The
+    resource list asks the database for these a page at a time instead
+    (``convergence.store.resource_pages``)."""
     best: dict[str, RecordView] = {}
     for r in records:
         held = best.get(r.name)
@@ -99,9 +101,11 @@ def current_records(records: Sequence[RecordView]) -> list[RecordView]:
     return sorted(best.values(), key=lambda r: r.name)
 
 
-def resource_item(base: str, s: StackView, r: RecordView,
-                  records: Sequence[RecordView], *, detail: bool = False) -> dict[str, Any]:
-    """A resource as Heat's resource list (or, with ``detail``, show) answers it."""
+def resource_item(base: str, s: StackView, r: RecordView, required_by: Sequence[str], *,
+                  detail: bool = False) -> dict[str, Any]:
+    """A resource as Heat's resource list (or, with ``detail``, show) answers it.
+    ``required_by``: the names of the records built on it, as the store reads them for a page
+    (``convergence.store.resource_pages.ResourcePage.users``)."""
     stack_href = stack_url(base, s)
     out: dict[str, Any] = {
         "resource_name": r.name,
@@ -110,7 +114,7 @@ def resource_item(base: str, s: StackView, r: RecordView,
         "resource_type": r.type,
         "resource_status": f"{r.action}_{r.status}",
         "resource_status_reason": r.status_reason,
-        "required_by": sorted({o.name for o in records if r.id in o.requires}),
+        "required_by": list(required_by),
         "creation_time": iso(r.created_at),
         "updated_time": iso(r.updated_at or r.created_at),
         "links": [{"href": f"{stack_href}/resources/{quote(r.name, safe='')}", "rel": "self"},

@@ -1,17 +1,26 @@
-"""How the CLI shows stacks, resources, events and outputs: Heat's field names, three formats.
+"""How the CLI shows stacks, resources, events and outputs: Heat's field names, five formats.
 
-Callers: ``convergence.cli.stack_cmd`` and ``convergence.cli.demo_cmd``. The ``*_fields``
+Callers: ``convergence.cli.stack_cmd``, ``convergence.cli.resource_cmd``,
+``convergence.cli.stack_info_cmd`` and ``convergence.cli.demo_cmd``. The ``*_fields``
 functions turn the store's views into plain dicts keyed by Heat's API field names
 (``stack_name``, ``stack_status``, ``resource_status_reason``, ``event_time``, ...) plus our
 extensions (``generation``, ``observed_generation``), so that ``-f json`` and ``-f yaml`` are
 stable machine-readable answers; ``-f table`` renders the same dicts with ``rich``.
+
+As cliff (``openstack ...``) does: ``-f value`` prints the values only, space-separated, a row a
+line (a show command: a value a line); ``-f csv`` a quoted header row, then the rows; ``-c NAME``
+(repeatable) keeps those columns (a show command: those fields), in the command's order. A
+column is named by its header or its field (``-c "Stack Name"``, ``-c stack_name``), and any
+field of the rows may be named, shown in the table or not (``-c description``).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 import click
 import yaml
@@ -24,12 +33,37 @@ from convergence.api.views import iso as iso
 from convergence.api.views import output_items as output_items
 from convergence.store.views import EventView, RecordView, StackView
 
-Format = Literal["table", "json", "yaml"]
-FORMATS = ("table", "json", "yaml")
+Format = Literal["table", "json", "yaml", "value", "csv"]
+FORMATS = ("table", "json", "yaml", "value", "csv")
 
-format_option = click.option(
-    "-f", "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-    help="Output format: a table, or JSON/YAML with Heat's field names.")
+F = TypeVar("F", bound=Callable[..., Any])
+_COLUMNS = "convergence.columns"  # where ``-c`` leaves its names, in the context's meta
+
+
+def _remember_columns(ctx: click.Context, _: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.meta[_COLUMNS] = tuple(value)
+
+
+column_option = click.option(
+    "-c", "--column", "columns", multiple=True, metavar="COLUMN", expose_value=False,
+    callback=_remember_columns,
+    help="Only this column (a show command: this field); repeatable.")
+
+
+def formats(default: str = "table") -> Callable[[F], F]:
+    """``-f/--format`` (passed as ``fmt``) and ``-c/--column`` (read by :func:`emit_list` and
+    :func:`emit_record`), with the command's default format."""
+    def decorate(f: F) -> F:
+        f = column_option(f)
+        return click.option(
+            "-f", "--format", "fmt", type=click.Choice(FORMATS), default=default,
+            show_default=True,
+            help="Output format: a table, JSON/YAML with Heat's field names, the values "
+                 "alone (value) or CSV.")(f)
+    return decorate
+
+
+format_option = formats()
 
 # Columns of the tables: (field, header).
 STACK_COLUMNS = (("id", "ID"), ("stack_name", "Stack Name"), ("stack_status", "Stack Status"),
@@ -69,13 +103,25 @@ def stack_fields(s: StackView) -> dict[str, Any]:
     }
 
 
-def stack_detail(s: StackView) -> dict[str, Any]:
-    """A stack as ``stack show`` shows it: the basic keys, settings and outputs."""
-    out = stack_fields(s)
+def stack_row(s: StackView, description: str) -> dict[str, Any]:
+    """A stack as ``stack list`` shows it: the basic keys and its template's description."""
+    fields = stack_fields(s)
+    row = {"id": fields.pop("id"), "stack_name": fields.pop("stack_name"),
+           "description": description, **fields}
     if s.deleted_at is not None:
-        out["deletion_time"] = iso(s.deleted_at)
+        row["deletion_time"] = iso(s.deleted_at)
+    return row
+
+
+def stack_detail(s: StackView, *, description: str = "",
+                 parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A stack as ``stack show`` shows it: the basic keys, settings, every parameter's value
+    (hidden ones masked, as the API answers) and outputs."""
+    out = stack_row(s, description)
     out["timeout_mins"] = s.timeout_mins
     out["disable_rollback"] = s.disable_rollback
+    if parameters is not None:
+        out["parameters"] = dict(parameters)
     out["outputs"] = output_items(s)
     return out
 
@@ -99,6 +145,31 @@ def resource_detail(r: RecordView, records: Sequence[RecordView]) -> dict[str, A
     out["required_by"] = sorted({o.name for o in records if r.id in o.requires})
     out["attributes"] = dict(r.attributes)
     return out
+
+
+PREVIEW_RESOURCE_KEYS = ("resource_name", "resource_type", "required_by", "properties")
+
+
+def create_preview(stack: Mapping[str, Any]) -> dict[str, Any]:
+    """``stack create --dry-run``: the would-be stack (Heat's preview, keys sorted as
+    heatclient shows them), each resource with its type, dependants and properties."""
+    resources = [{k: r.get(k) for k in PREVIEW_RESOURCE_KEYS}
+                 for r in stack.get("resources") or [] if isinstance(r, Mapping)]
+    return {"description": stack.get("description") or "",
+            "disable_rollback": stack.get("disable_rollback"),
+            "parameters": dict(stack.get("parameters") or {}),
+            "resources": resources,
+            "stack_name": stack.get("stack_name"),
+            "timeout_mins": stack.get("timeout_mins")}
+
+
+def update_preview(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``stack update --dry-run``: Heat's ``resource_changes``, a bucket a field (sorted, as
+    heatclient shows them), each resource as its name and type."""
+    return {bucket: [{"resource_name": i.get("resource_name"),
+                      "resource_type": i.get("resource_type")}
+                     for i in items if isinstance(i, Mapping)]
+            for bucket, items in sorted(changes.items()) if isinstance(items, list)}
 
 
 def event_fields(e: EventView) -> dict[str, Any]:
@@ -156,30 +227,102 @@ def _table(con: Console) -> Table:
                  header_style="bold" if con.is_terminal else None)
 
 
+def _wanted_columns() -> tuple[str, ...]:
+    ctx = click.get_current_context(silent=True)
+    return tuple(ctx.meta.get(_COLUMNS, ())) if ctx is not None else ()
+
+
+def _normal(name: str) -> str:
+    """cliff's column matching: ``Stack Name``, ``stack name`` and ``stack_name`` are one."""
+    return name.lower().strip().replace(" ", "_")
+
+
+def select_columns(columns: Sequence[tuple[str, str]], fields: Sequence[str],
+                   wanted: Sequence[str]) -> list[tuple[str, str]]:
+    """The (field, header) pairs ``-c`` keeps: the table's columns, then any other field, in
+    that order; all the table's columns when no ``-c`` was given."""
+    if not wanted:
+        return list(columns)
+    shown = {key for key, _ in columns}
+    candidates = list(columns) + [(k, k) for k in fields if k not in shown]
+    requested = {_normal(w) for w in wanted}
+    chosen = [(key, header) for key, header in candidates
+              if _normal(key) in requested or _normal(header) in requested]
+    if not chosen:
+        raise click.UsageError(f"No recognized column names in {list(wanted)}. Recognized "
+                               f"columns are {[header for _, header in candidates]}.")
+    return chosen
+
+
+def value_text(value: Any) -> str:
+    """A value as ``-f value`` and ``-f csv`` print it: structures as JSON, the rest by str
+    (cliff's way: ``None``, ``True``)."""
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(_plain(value))
+    return str(value)
+
+
+def _csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """CSV as cliff writes it: every non-numeric cell quoted, the header too."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n",
+                        escapechar="\\")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([v if isinstance(v, int | float) and not isinstance(v, bool)
+                         else "" if v is None else value_text(v) for v in row])
+    return buffer.getvalue().rstrip("\n")
+
+
 def emit_list(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]],
               fmt: Format) -> None:
-    """Rows as a table (the given columns), or every field as JSON/YAML."""
-    if fmt != "table":
-        click.echo(dump([dict(r) for r in rows], fmt))
+    """Rows as a table (the given columns), the values or CSV of those columns, or every
+    field as JSON/YAML; ``-c`` narrows any of them."""
+    wanted = _wanted_columns()
+    fields = list(dict.fromkeys(k for r in rows for k in r)) or list(wanted)
+    chosen = select_columns(columns, fields, wanted)
+    if fmt in ("json", "yaml"):
+        data = [dict(r) for r in rows] if not wanted else \
+            [{key: r.get(key) for key, _ in chosen} for r in rows]
+        click.echo(dump(data, fmt))
+        return
+    if fmt == "value":
+        for row in rows:
+            click.echo(" ".join(value_text(row.get(key)) for key, _ in chosen))
+        return
+    if fmt == "csv":
+        click.echo(_csv([header for _, header in chosen],
+                        [[row.get(key) for key, _ in chosen] for row in rows]))
         return
     con = console()
     table = _table(con)
-    for _, header in columns:
+    for _, header in chosen:
         table.add_column(header, overflow="fold")
     for row in rows:
-        table.add_row(*(_cell(row.get(key)) for key, _ in columns))
+        table.add_row(*(_cell(row.get(key)) for key, _ in chosen))
     con.print(table)
 
 
 def emit_record(record: Mapping[str, Any], fmt: Format) -> None:
-    """One object as a Field/Value table, or as JSON/YAML."""
-    if fmt != "table":
-        click.echo(dump(dict(record), fmt))
+    """One object as a Field/Value table, JSON/YAML, its values a line each, or CSV (a
+    header row and one row); ``-c`` keeps the fields it names."""
+    wanted = _wanted_columns()
+    keys = [key for key, _ in select_columns([(k, k) for k in record], [], wanted)]
+    chosen = {key: record[key] for key in keys}
+    if fmt in ("json", "yaml"):
+        click.echo(dump(chosen, fmt))
+        return
+    if fmt == "value":
+        for value in chosen.values():
+            click.echo(value_text(value))
+        return
+    if fmt == "csv":
+        click.echo(_csv(list(chosen), [list(chosen.values())]))
         return
     con = console()
     table = _table(con)
     table.add_column("Field", no_wrap=True)
     table.add_column("Value", overflow="fold")
-    for key, value in record.items():
+    for key, value in chosen.items():
         table.add_row(Text(key), _cell(value))
     con.print(table)

@@ -4,13 +4,17 @@ Callers: ``convergence.cli.stack_cmd`` (``--wait``, and every command in embedde
 ``convergence.cli.demo_cmd``.
 
 In embedded mode (no broker) the in-process dispatcher runs in the CLI's own process, so a
-command that starts work drives it to the end through ``services.wait_for_stack``; a command
-that finds a stack left in progress by an interrupted one resumes it the same way
-(:func:`settle`). With a broker the workers do the work and waiting is polling.
+command that starts work drives it to the end through ``services.wait_for_stack``, holding the
+stack meanwhile (``services.holding``) so that other processes can tell it is being driven. A
+command that finds a stack in progress resumes it the same way (:func:`settle`) only when no
+live process is on it any more (``services.abandoned``: the command that started it was
+interrupted, or its process died and its hold ran out); otherwise the stack is shown as it is.
+With a broker the workers do the work and waiting is polling.
 
 Progress is read from the stack's resource records: every record seen while waiting is one
 unit of work; it is done once it has converged to the stack's generation (or, being deleted,
-once it is gone). A rich bar on a terminal, plain lines otherwise.
+once it is gone). A rich bar on a terminal; elsewhere (logs, pipes) a plain line when
+something changed, at most one every ``PLAIN_SECONDS``, and the last one at the end.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from convergence.store.views import RecordView, StackView
 REFRESH_SECONDS = 0.1
 # Embedded mode: how often to re-offer work held by a stopped process until its lease lapses.
 RESUME_SECONDS = 1.0
+# Plain progress lines (not a terminal): at most one every this many seconds.
+PLAIN_SECONDS = 2.0
 _MAX_SHOWN = 3
 
 
@@ -90,17 +96,36 @@ class View:
 
 
 class PlainView(View):
-    """A line each time something changed (for logs and pipes)."""
+    """A line when something changed, at most one every ``interval`` seconds, and the latest
+    one at the end (for logs and pipes: nothing repeated, no flood)."""
 
-    def __init__(self, con: Console) -> None:
+    def __init__(self, con: Console, interval: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._con = con
-        self._last = ""
+        self._interval = PLAIN_SECONDS if interval is None else interval
+        self._clock = clock
+        self._printed = ""  # the last line printed
+        self._pending = ""  # a newer one, held back: it came too soon after the last
+        self._at: float | None = None  # when the last line was printed
 
     def show(self, snap: Snapshot) -> None:
         line = snap.describe()
-        if line != self._last:
-            self._con.print(line, markup=False, highlight=False, soft_wrap=True)
-            self._last = line
+        if line == self._printed:
+            self._pending = ""
+            return
+        now = self._clock()
+        if self._at is not None and now - self._at < self._interval:
+            self._pending = line
+            return
+        self._print(line, now)
+
+    def close(self) -> None:
+        if self._pending:
+            self._print(self._pending, self._clock())
+
+    def _print(self, line: str, now: float) -> None:
+        self._con.print(line, markup=False, highlight=False, soft_wrap=True)
+        self._printed, self._pending, self._at = line, "", now
 
 
 class BarView(View):
@@ -155,12 +180,21 @@ class Watcher:
 
 def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = None,
                extra: Callable[[StackView], None] | None = None) -> StackView:
-    """Wait for the stack's latest request to finish; in embedded mode, do its work here.
+    """Wait for the stack's latest request to finish; in embedded mode, do its work here,
+    holding the stack meanwhile.
 
     ``extra`` is called with the stack at each look (``event list --follow`` prints new
-    events from it). KeyboardInterrupt leaves the stack in progress, to be resumed later.
+    events from it). KeyboardInterrupt leaves the stack in progress (and lets go of it), to
+    be resumed later.
     """
-    view = view or View()
+    if rt.inprocess is None:
+        return _run(rt, tenant, stack_id, view or View(), extra)
+    with services.holding(rt, stack_id):
+        return _run(rt, tenant, stack_id, view or View(), extra)
+
+
+def _run(rt: Runtime, tenant: str, stack_id: str, view: View,
+         extra: Callable[[StackView], None] | None) -> StackView:
     watcher = Watcher(rt, tenant, view, extra)
     try:
         while True:
@@ -178,12 +212,18 @@ def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = N
 
 
 def settle(rt: Runtime, tenant: str, stack: StackView) -> StackView:
-    """Embedded mode: finish a request an interrupted command left in progress, then return.
+    """Embedded mode: finish a request no live process is on any more (the command that
+    started it was interrupted, or its process died), showing its progress, then return.
 
-    With a broker the workers finish it; the stack is returned as it is.
+    A request another live process is driving is left to it: the stack is returned as it is
+    now, at once. With a broker the workers finish it; the stack is returned as it is.
     """
-    if rt.inprocess is None or settled(stack):
+    if rt.inprocess is None or settled(stack) or not services.abandoned(rt, stack):
         return stack
-    err = Console(stderr=True)
-    click.echo(f"Resuming the interrupted {stack.action} of stack {stack.name} ...", err=True)
-    return run_to_end(rt, tenant, stack.id, view=make_view(err) if err.is_terminal else None)
+    with services.holding(rt, stack.id) as held:
+        if not held:  # another command took it up first
+            return services.get_stack(rt, tenant, stack.id)
+        err = Console(stderr=True)
+        click.echo(f"Resuming the interrupted {stack.action} of stack {stack.name} ...",
+                   err=True)
+        return _run(rt, tenant, stack.id, make_view(err), None)

@@ -8,8 +8,10 @@ The client speaks Heat's orchestration API v1 under ``<url>/v1/<tenant>`` with h
 ``CONVERGENCE_TOKEN`` as ``X-Auth-Token``. Stacks and events come back as the store's
 :class:`StackView` and :class:`EventView` (built from Heat's JSON) so that the output layer
 prints them as in embedded mode; resources come back as the dicts ``output.resource_fields`` /
-``output.resource_detail`` produce. Waiting (``--wait``, ``event list --follow``) reads the
-events watch stream (Server-Sent Events, ``GET .../events?watch=true``): no polling.
+``output.resource_detail`` produce, and the other answers as the CLI shows them (it is one
+of the two implementations of ``convergence.cli.backend.Backend``). Waiting (``--wait``,
+``event list --follow``) reads the events watch stream (Server-Sent Events,
+``GET .../events?watch=true``): no polling.
 
 Errors the API answers (Heat's error JSON) raise :class:`RemoteError`: one ``Error:`` line per
 line of the message, exit code 1.
@@ -27,6 +29,9 @@ from urllib.parse import quote
 import click
 import httpx
 
+from convergence.cli import output as out
+from convergence.cli.listing import ResourceListing, cut
+from convergence.stack_pages import StackQuery
 from convergence.store.views import EventView, StackView
 
 STACK_TYPE = "OS::Heat::Stack"
@@ -211,10 +216,6 @@ class RemoteClient:
         data = self._json("GET", f"/stacks/{quote(name_or_id, safe='')}")
         return stack_view(data["stack"], self.tenant)
 
-    def list_stacks(self) -> list[StackView]:
-        data = self._json("GET", "/stacks", params={"sort_dir": "asc"})
-        return [stack_view(s, self.tenant) for s in data.get("stacks", [])]
-
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
                      timeout_mins: int | None, disable_rollback: bool) -> StackView:
@@ -263,10 +264,6 @@ class RemoteClient:
 
     # Under a stack -----------------------------------------------------------------------
 
-    def list_resources(self, s: StackView) -> list[dict[str, Any]]:
-        data = self._json("GET", f"{self._path(s)}/resources")
-        return [resource_fields(r) for r in data.get("resources", [])]
-
     def show_resource(self, s: StackView, resource_name: str) -> dict[str, Any]:
         data = self._json("GET", f"{self._path(s)}/resources/{quote(resource_name, safe='')}")
         return resource_fields(data["resource"], detail=True)
@@ -286,6 +283,109 @@ class RemoteClient:
     def show_output(self, s: StackView, key: str) -> dict[str, Any]:
         data = self._json("GET", f"{self._path(s)}/outputs/{quote(key, safe='')}")
         return dict(data["output"])
+
+    # What a stack was made from ----------------------------------------------------------
+
+    def stack_rows(self, query: StackQuery) -> list[dict[str, Any]]:
+        """A page of the stack list, rows as ``stack list`` shows them."""
+        params: dict[str, Any] = {"sort_dir": "desc" if query.descending else "asc",
+                                  "sort_keys": list(query.sort_keys),
+                                  **{k: list(v) for k, v in query.filters.items()}}
+        if query.limit is not None:
+            params["limit"] = query.limit
+        if query.marker:
+            params["marker"] = query.marker
+        if query.include_deleted:
+            params["show_deleted"] = "true"
+        data = self._json("GET", "/stacks", params=params)
+        return [out.stack_row(stack_view(s, self.tenant), str(s.get("description") or ""))
+                for s in data.get("stacks", [])]
+
+    def stack_detail(self, s: StackView) -> dict[str, Any]:
+        """The stack as ``stack show`` shows it: with its description and parameters."""
+        data = self._json("GET", self._path(s))["stack"]
+        return out.stack_detail(stack_view(data, self.tenant),
+                                description=str(data.get("description") or ""),
+                                parameters=data.get("parameters") or {})
+
+    def stack_template(self, s: StackView) -> dict[str, Any]:
+        return dict(self._json("GET", f"{self._path(s)}/template"))
+
+    def stack_environment(self, s: StackView) -> dict[str, Any]:
+        return dict(self._json("GET", f"{self._path(s)}/environment"))
+
+    def stack_files(self, s: StackView) -> dict[str, Any]:
+        return dict(self._json("GET", f"{self._path(s)}/files"))
+
+    def preview_create(self, name: str, text: str, *, files: Mapping[str, str],
+                       environments: Sequence[Any], parameters: Mapping[str, Any],
+                       timeout_mins: int | None, disable_rollback: bool) -> dict[str, Any]:
+        """``POST /stacks/preview``: the would-be stack (``output.create_preview``)."""
+        body = self._body(text, files, environments, parameters)
+        body.update(stack_name=name, disable_rollback=disable_rollback)
+        if timeout_mins is not None:
+            body["timeout_mins"] = timeout_mins
+        return out.create_preview(self._json("POST", "/stacks/preview", json=body)["stack"])
+
+    def preview_update(self, s: StackView, text: str | None, *, files: Mapping[str, str],
+                       environments: Sequence[Any], parameters: Mapping[str, Any],
+                       existing: bool) -> dict[str, Any]:
+        """``PUT|PATCH .../preview``: what the update would do (``output.update_preview``)."""
+        body = self._body(text, files, environments, parameters)
+        answer = self._json("PATCH" if existing else "PUT", f"{self._path(s)}/preview",
+                            json=body)
+        return out.update_preview(answer.get("resource_changes") or {})
+
+    # Resources and their types -----------------------------------------------------------
+
+    def resource_rows(self, s: StackView, listing: ResourceListing) -> list[dict[str, Any]]:
+        """The stack's resources: filtered by the API (Heat's filters), sorted and cut here
+        (Heat's resource list has no order or limit)."""
+        data = self._json("GET", f"{self._path(s)}/resources", params=listing.query())
+        rows = []
+        for r in data.get("resources", []):
+            row = resource_fields(r)
+            if listing.with_detail or listing.nested_depth:
+                row["stack_name"] = r.get("stack_name") or s.name
+            rows.append(row)
+        return [dict(r) for r in cut(rows, listing)]
+
+    def nested_stack(self, s: StackView, resource_name: str) -> StackView | None:
+        """The stack a resource stands for (Heat links it as ``nested``), None if none."""
+        data = self._json("GET", f"{self._path(s)}/resources/{quote(resource_name, safe='')}")
+        links = data.get("resource", {}).get("links") or []
+        href = next((link.get("href") for link in links if link.get("rel") == "nested"), None)
+        if not href:
+            return None
+        try:
+            return self.get_stack(str(href).rstrip("/").rsplit("/", 1)[-1])
+        except RemoteError as exc:
+            if exc.code == 404:  # a failed nested resource whose stack is gone
+                return None
+            raise
+
+    def mark_resource(self, s: StackView, resource: str, *, unhealthy: bool,
+                      reason: str) -> None:
+        """``PATCH .../resources/{name}``: mark it unhealthy (CHECK_FAILED), or healthy."""
+        self._request("PATCH", f"{self._path(s)}/resources/{quote(resource, safe='')}",
+                      json={"mark_unhealthy": unhealthy, "resource_status_reason": reason})
+
+    def resource_types(self, *, name: str | None, support_status: str | None,
+                       with_description: bool) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("name", name), ("support_status", support_status))
+                  if v}
+        if with_description:
+            params["with_description"] = "true"
+        data = self._json("GET", "/resource_types", params=params)
+        return [dict(t) if isinstance(t, Mapping) else {"resource_type": str(t)}
+                for t in data.get("resource_types", [])]
+
+    def resource_type(self, type_name: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/resource_types/{quote(type_name, safe='')}"))
+
+    def resource_type_template(self, type_name: str, template_type: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/resource_types/{quote(type_name, safe='')}/template",
+                               params={"template_type": template_type}))
 
     def validate_template(self, text: str, *, files: Mapping[str, str],
                           environments: Sequence[Any],

@@ -1,17 +1,24 @@
 """``convergence stack|resource|event|output ...``: stacks from the command line, Heat-style.
 
-Shaped like ``openstack stack ...`` (python-heatclient): ``stack create|update|cancel|delete|
-list|show|resources``, ``resource list|show``, ``event list [--follow]`` (or a page of the list:
-``--resource``, ``--filter``, ``--limit``, ``--marker``, ``--sort``, paged by the database as
-the API's event list is), ``output list|show``, ``-f table|json|yaml`` with Heat's field
+Shaped like ``openstack stack ...`` (python-heatclient): ``stack create|update [--dry-run]
+[--parameter-file KEY=FILE]|cancel|delete NAME...|list [--filter --sort --limit --marker]|
+show|resources``, ``resource list [--filter --sort --limit --long]|show``, ``event list
+[--follow]`` (or a page of the list: ``--resource``, ``--filter``, ``--limit``, ``--marker``,
+``--sort``, paged by the database as the API's event list is; ``--nested-depth``),
+``output list|show``, ``-f table|json|yaml|value|csv`` and ``-c COLUMN`` with Heat's field
 names. Registered on the ``convergence`` group by ``convergence.cli``; calls
 ``convergence.services`` and nothing below it (the event list's page is the store's
-``EventQuery``, a plain value).
+``EventQuery``, a plain value), or, in the commands written once for both modes,
+``convergence.cli.backend`` (as ``convergence.cli.resource_cmd`` and
+``convergence.cli.stack_info_cmd`` are).
 
 Embedded mode (no broker): a command that starts work runs its traversal to the end in this
-process, and a command that finds a stack left in progress by an interrupted one resumes it
-first. With a broker, commands return at once unless ``--wait`` is given. ``--wait`` shows the
-progress and exits 0 when the request completed, 1 when it failed.
+process. A command that looks at a stack (``stack show``, ``resource``, ``event list``,
+``output``) shows it as it is while another live process drives its work, and never waits for
+it; it resumes only work that no live process is on any more (the command that started it was
+interrupted, or its process died), first, showing the progress. With a broker, commands
+return at once unless ``--wait`` is given. ``--wait`` shows the progress and exits 0 when the
+request completed, 1 when it failed.
 
 Remote mode (``--url`` / ``CONVERGENCE_URL``): the same commands talk to the API through
 ``convergence.cli.remote``; requests return at once unless ``--wait`` is given, and ``--wait``
@@ -36,14 +43,25 @@ import click
 
 from convergence import services
 from convergence.cli import output as out
-from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
+from convergence.cli.backend import open_backend
+from convergence.cli.files import parse_params, root_folder, sent_files
+from convergence.cli.listing import (
+    RESOURCE_FILTERS,
+    RESOURCE_SORT_KEYS,
+    ResourceListing,
+    parse_filters,
+    parse_sorts,
+    sort_rows,
+)
+from convergence.cli.parameter_files import read_parameter_files
 from convergence.cli.progress import Snapshot, View, make_view, run_to_end, settle, settled
 from convergence.cli.remote import STACK_TYPE, Progress, RemoteClient
 from convergence.cli.state import CliState, pass_state
 from convergence.errors import ConvergenceError
+from convergence.stack_pages import FILTER_KEYS, StackQuery
 from convergence.store.event_pages import SORT_KEYS, EventQuery, sorts_by_type
 from convergence.store.views import EventView, RecordView, StackView
-from convergence.template import TemplateError, load_document
+from convergence.template import TemplateError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,24 +104,26 @@ def read_input(template: Path | None, env_files: Sequence[Path],
                files_dir: Path | None) -> tuple[str | None, dict[str, str], list[Any]]:
     """The template text, the files map and the environments, as a Heat client sends them.
 
-    The files map is every file under the template's folder (or ``--files-dir``); environment
-    template mappings are rewritten relative to it. Raises TemplateError for a bad environment.
+    The files map holds only the files the template and the environments reference, followed
+    recursively (``convergence.cli.files``), keyed relative to ``--files-dir`` or the
+    template's folder; environment template mappings are rewritten to those keys. Raises
+    TemplateError for a bad environment or a referenced file that cannot be sent.
     """
-    root = files_dir or (template.resolve().parent if template is not None else None)
-    files = collect_files(root) if root is not None else {}
-    envs = [rebase_registry(load_document(p.read_bytes(), p.name), p,
-                            root or p.resolve().parent) for p in env_files]
     text = read_text(template) if template is not None else None
-    if text is not None and root is not None and template is not None:
-        files.setdefault(key_for(template, root), text)
+    files, envs = sent_files(template, text, env_files,
+                             root_folder(template, env_files, files_dir))
     return text, files, envs
 
 
 def _input_options(f: F) -> F:
     f = click.option("--files-dir", type=click.Path(exists=True, file_okay=False,
                                                      path_type=Path),
-                     help="Folder whose files are sent as the files map "
-                          "(default: the template's).")(f)
+                     help="Folder the files map's keys are relative to (default: the "
+                          "template's). Only the files the template and environments "
+                          "reference are sent.")(f)
+    f = click.option("--parameter-file", "param_files", multiple=True, metavar="KEY=FILE",
+                     help="A parameter whose value is FILE's content (repeatable; a relative "
+                          "FILE is read from the template's folder, as heatclient does).")(f)
     f = click.option("-P", "--parameter", "params", multiple=True, metavar="KEY=VALUE",
                      help="A parameter value (repeatable).")(f)
     f = click.option("-e", "--environment", "env_files", multiple=True,
@@ -113,6 +133,11 @@ def _input_options(f: F) -> F:
 
 
 _template_path = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _dry_run_option(what: str) -> Callable[[F], F]:
+    return click.option("--dry-run", is_flag=True,
+                        help=f"Do not do it: show what would be {what} (Heat's preview).")
 _wait_option = click.option("--wait", is_flag=True,
                             help="Show progress until the request finished; exit 1 if it failed.")
 
@@ -225,7 +250,8 @@ def finish_remote(client: RemoteClient, stack: StackView, after: int, wait: bool
 
 
 def _stack(state: CliState, name: str) -> StackView:
-    """A stack by name or id, its interrupted work finished first (embedded mode)."""
+    """A stack by name or id, as it is now; in embedded mode, work on it that no live process
+    is on any more (interrupted, or its process died) is finished first."""
     client = state.remote()
     if client is not None:
         return client.get_stack(name)
@@ -253,19 +279,28 @@ def stack() -> None:
               help="Roll back a failed create (the default; accepted as heatclient does).")
 @click.option("--disable-rollback", is_flag=True,
               help="Do not roll back a failed create: leave what it made, CREATE_FAILED.")
+@_dry_run_option("created")
 @_wait_option
 @out.format_option
 @pass_state
 @report_errors
 def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ...],
-           params: tuple[str, ...], files_dir: Path | None, timeout_mins: int | None,
-           enable_rollback: bool, disable_rollback: bool, wait: bool, fmt: str) -> None:
-    """Create stack NAME from a template; a failed create is rolled back unless told not to."""
+           params: tuple[str, ...], param_files: tuple[str, ...], files_dir: Path | None,
+           timeout_mins: int | None, enable_rollback: bool, disable_rollback: bool,
+           dry_run: bool, wait: bool, fmt: str) -> None:
+    """Create stack NAME from a template; a failed create is rolled back unless told not to.
+    With --dry-run, show the stack and resources it would make, and make nothing."""
     if enable_rollback and disable_rollback:
         raise click.UsageError("--enable-rollback and --disable-rollback contradict each other")
-    parameters = parse_params(params)
+    parameters = {**parse_params(params), **read_parameter_files(param_files, template)}
     text, files, envs = read_input(template, env_files, files_dir)
     assert text is not None
+    if dry_run:
+        out.emit_record(open_backend(state).preview_create(
+            name, text, files=files, environments=envs, parameters=parameters,
+            timeout_mins=timeout_mins, disable_rollback=disable_rollback),
+            cast(out.Format, fmt))
+        return
     client = state.remote()
     if client is not None:
         stack = client.create_stack(
@@ -291,20 +326,28 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
 @click.option("--enable-rollback/--disable-rollback", "enable_rollback", default=None,
               help="Roll back this and later failed requests, or not (default: keep the "
                    "stack's setting).")
+@_dry_run_option("changed")
 @_wait_option
 @out.format_option
 @pass_state
 @report_errors
 def update(state: CliState, name: str, template: Path | None, existing: bool,
-           env_files: tuple[Path, ...], params: tuple[str, ...], files_dir: Path | None,
-           timeout_mins: int | None, enable_rollback: bool | None, wait: bool,
-           fmt: str) -> None:
-    """Update stack NAME; it supersedes whatever the stack is doing."""
+           env_files: tuple[Path, ...], params: tuple[str, ...], param_files: tuple[str, ...],
+           files_dir: Path | None, timeout_mins: int | None, enable_rollback: bool | None,
+           dry_run: bool, wait: bool, fmt: str) -> None:
+    """Update stack NAME; it supersedes whatever the stack is doing. With --dry-run, show
+    what the update would do to each resource (added, deleted, replaced, unchanged,
+    updated), and change nothing."""
     if template is None and not existing:
         raise click.UsageError("a template is needed (-t FILE), or --existing")
-    parameters = parse_params(params)
+    parameters = {**parse_params(params), **read_parameter_files(param_files, template)}
     text, files, envs = read_input(template, env_files, files_dir)
     disable_rollback = None if enable_rollback is None else not enable_rollback
+    if dry_run:
+        out.emit_record(open_backend(state).preview_update(
+            _stack(state, name), text, files=files, environments=envs, parameters=parameters,
+            existing=existing), cast(out.Format, fmt))
+        return
     client = state.remote()
     if client is not None:
         current = client.get_stack(name)
@@ -354,35 +397,91 @@ def cancel(state: CliState, name: str, no_rollback: bool, wait: bool, fmt: str) 
 
 
 @stack.command("delete")
-@click.argument("name")
+@click.argument("names", metavar="NAME...", nargs=-1, required=True)
 @_wait_option
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_state
 @report_errors
-def delete(state: CliState, name: str, wait: bool, yes: bool) -> None:
-    """Delete stack NAME and everything it made."""
+def delete(state: CliState, names: tuple[str, ...], wait: bool, yes: bool) -> None:
+    """Delete each stack NAME and everything it made.
+
+    Each one is attempted, whatever became of the others; each failure is printed, and the
+    exit code is 1 when any of them failed (as heatclient's ``stack delete``).
+    """
     if not yes and sys.stdin.isatty():
-        click.confirm(f"Delete stack {name}?", abort=True)
+        click.confirm(f"Delete stack{'s' if len(names) > 1 else ''} {', '.join(names)}?",
+                      abort=True)
+    if len(names) == 1:  # its error alone says it all
+        _delete_one(state, names[0], wait)
+        return
+    failed = sum(not _attempt_delete(state, name, wait) for name in names)
+    if failed:
+        raise click.ClickException(f"Unable to delete {failed} of the {len(names)} stacks.")
+
+
+def _delete_one(state: CliState, name: str, wait: bool) -> None:
+    """Delete one stack and, when due, follow it to its end (exit 1 when it failed)."""
     client = state.remote()
     if client is not None:
         current = client.get_stack(name)
         after = client.last_event_id(current) if wait else 0
-        finish_remote(client, client.delete_stack(current.id), after, wait, "table", show=False)
+        finish_remote(client, client.delete_stack(current.id), after, wait, "table",
+                      show=False)
         return
     deleted = services.delete_stack(state.runtime(), state.tenant, name)
     finish_request(state, deleted, wait, "table", show=False)
 
 
+def _attempt_delete(state: CliState, name: str, wait: bool) -> bool:
+    """:func:`_delete_one`, False when it failed, its error printed. An interruption
+    (Ctrl-C) stops the whole command."""
+    try:
+        _delete_one(state, name, wait)
+    except SystemExit as exc:  # the request failed: finish_* said why
+        if exc.code == EXIT_INTERRUPTED:
+            raise
+        return not exc.code
+    except (ConvergenceError, click.ClickException) as exc:
+        message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+        for line in message.splitlines() or [message]:
+            click.echo(f"Error: {line}", err=True)
+        return False
+    return True
+
+
+_STACK_SORT_KEYS = ("id", "stack_name", "stack_status", "creation_time", "updated_time")
+_API_STACK_SORT_KEYS = ("stack_name", "stack_status", "creation_time", "updated_time")
+
+
 @stack.command("list")
+@click.option("--filter", "--property", "filters", multiple=True, metavar="KEY=VALUE",
+              help="Only the stacks whose KEY is VALUE (KEY: id, name, status, action; a "
+                   "status matches COMPLETE or CREATE_COMPLETE); several values of a key: "
+                   "any of them.")
+@click.option("--sort", "sorts", multiple=True, metavar="KEY[:asc|desc]",
+              help="Order by KEY (stack_name, stack_status, creation_time (the default), "
+                   "updated_time, id); several keys: repeat, or separate with commas.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many stacks.")
+@click.option("--marker", metavar="ID", help="Start after the stack of this id.")
+@click.option("--deleted", is_flag=True, help="Include deleted stacks.")
 @out.format_option
 @pass_state
 @report_errors
-def list_(state: CliState, fmt: out.Format) -> None:
-    """List the stacks of the project."""
-    client = state.remote()
-    stacks = client.list_stacks() if client is not None else \
-        services.list_stacks(state.runtime(), state.tenant)
-    out.emit_list([out.stack_fields(s) for s in stacks], out.STACK_COLUMNS, fmt)
+def list_(state: CliState, filters: tuple[str, ...], sorts: tuple[str, ...],
+          limit: int | None, marker: str | None, deleted: bool, fmt: out.Format) -> None:
+    """List the stacks of the project (each with its template's description: -c description,
+    or -f json|yaml)."""
+    order = parse_sorts(sorts, _STACK_SORT_KEYS)
+    # The API pages in one direction; the rows are then sorted here too, key by key, as
+    # heatclient sorts them.
+    query = StackQuery(
+        filters=parse_filters(filters, FILTER_KEYS),
+        sort_keys=[k for k, _ in order if k in _API_STACK_SORT_KEYS] or ["creation_time"],
+        descending=order[0][1] if order else False, marker=marker, limit=limit,
+        include_deleted=deleted)
+    rows = sort_rows(open_backend(state).stack_rows(query), order)
+    columns = out.STACK_COLUMNS + ((("deletion_time", "Deletion Time"),) if deleted else ())
+    out.emit_list(rows, columns, fmt)
 
 
 @stack.command("show")
@@ -391,27 +490,43 @@ def list_(state: CliState, fmt: out.Format) -> None:
 @pass_state
 @report_errors
 def show(state: CliState, name: str, fmt: out.Format) -> None:
-    """Show stack NAME, with its outputs."""
-    out.emit_record(out.stack_detail(_stack(state, name)), fmt)
+    """Show stack NAME: its description, every parameter's value (defaults included, hidden
+    ones masked, Heat's pseudo-parameters too) and its outputs."""
+    s = _stack(state, name)
+    out.emit_record(open_backend(state).stack_detail(s), fmt)
 
 
 # resource ------------------------------------------------------------------------------------
 
 @click.command("list")
 @click.argument("name")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE",
+              help="Only the resources whose KEY is VALUE (KEY: name, status, action, type, "
+                   "id, physical_resource_id; a status matches FAILED or CREATE_FAILED); "
+                   "several values of a key: any of them.")
+@click.option("--sort", "sorts", multiple=True, metavar="KEY[:asc|desc]",
+              help="Order by KEY (resource_name, resource_type, resource_status, "
+                   "updated_time, physical_resource_id); several keys: repeat, or separate "
+                   "with commas.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many resources.")
+@click.option("--long", "long_", is_flag=True, help="Show each resource's stack too.")
+@click.option("-n", "--nested-depth", type=click.IntRange(min=0), metavar="DEPTH",
+              help="The resources of nested stacks this deep too (none here yet).")
 @out.format_option
 @pass_state
 @report_errors
-def resource_list(state: CliState, name: str, fmt: out.Format) -> None:
+def resource_list(state: CliState, name: str, filters: tuple[str, ...], sorts: tuple[str, ...],
+                  limit: int | None, long_: bool, nested_depth: int | None,
+                  fmt: out.Format) -> None:
     """List the resources of stack NAME."""
+    listing = ResourceListing(filters=parse_filters(filters, RESOURCE_FILTERS),
+                              sorts=tuple(parse_sorts(sorts, RESOURCE_SORT_KEYS)),
+                              limit=limit, nested_depth=nested_depth, with_detail=long_)
     s = _stack(state, name)
-    client = state.remote()
-    if client is not None:
-        out.emit_list(client.list_resources(s), out.RESOURCE_COLUMNS, fmt)
-        return
-    records = sorted(services.list_resources(state.runtime(), state.tenant, s.id),
-                     key=lambda r: r.id)
-    out.emit_list([out.resource_fields(r) for r in records], out.RESOURCE_COLUMNS, fmt)
+    columns = list(out.RESOURCE_COLUMNS)
+    if long_ or nested_depth:
+        columns.append(("stack_name", "Stack Name"))
+    out.emit_list(open_backend(state).resource_rows(s, listing), columns, fmt)
 
 
 @click.group()
@@ -475,20 +590,30 @@ _EVENT_FILTERS = ("resource_name", "resource_action", "resource_status", "resour
 @click.option("--sort", "sorts", multiple=True, metavar="KEY[:asc|desc]",
               help="Order by event_time (the default) or resource_type; ':desc' for the "
                    "newest first.")
+@click.option("--nested-depth", type=click.IntRange(min=0), metavar="DEPTH",
+              help="The events of nested stacks this deep too (none here yet); not with "
+                   "--resource.")
 @click.option("--follow", is_flag=True,
               help="Print events as they happen, until the stack's current request ends.")
 @out.format_option
 @pass_state
 @report_errors
 def event_list(state: CliState, name: str, resource: str | None, filters: tuple[str, ...],
-               limit: int | None, marker: int | None, sorts: tuple[str, ...], follow: bool,
-               fmt: out.Format) -> None:
+               limit: int | None, marker: int | None, sorts: tuple[str, ...],
+               nested_depth: int | None, follow: bool, fmt: out.Format) -> None:
     """List the events of stack NAME (stack-level ones carry the stack's name and id)."""
     paged = bool(resource or filters or sorts) or limit is not None or marker is not None
     if follow and paged:
         raise click.UsageError("--follow prints every event: it takes no --resource, "
                                "--filter, --limit, --marker or --sort.")
+    if follow and fmt in ("value", "csv"):
+        raise click.UsageError("--follow prints a log: -f table (a line an event), json or "
+                               "yaml.")
+    if resource and nested_depth is not None:
+        raise click.UsageError("--nested-depth cannot be given with --resource.")
     query, params = _event_page(resource, filters, limit, marker, sorts)
+    if nested_depth is not None:
+        params["nested_depth"] = nested_depth
     client = state.remote()
     if client is not None:
         _remote_events(client, name, follow, fmt, params)
@@ -497,7 +622,7 @@ def event_list(state: CliState, name: str, resource: str | None, filters: tuple[
     if not follow:
         s = _stack(state, name)
         events = services.list_events(rt, state.tenant, s.id, query=query)
-        out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
+        _emit_events(events, s, nested_depth is not None, fmt)
         return
     s = services.get_stack(rt, state.tenant, name)
     last = 0
@@ -569,6 +694,17 @@ def _event_page(resource: str | None, filters: Sequence[str], limit: int | None,
     return query, params
 
 
+def _emit_events(events: Sequence[EventView], s: StackView, nested: bool,
+                 fmt: out.Format) -> None:
+    """The event list; with ``--nested-depth``, each event's stack too (as heatclient shows
+    it: events of nested stacks would name theirs)."""
+    if not nested:
+        out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
+        return
+    out.emit_list([{**out.event_fields(e), "stack_name": s.name} for e in events],
+                  (*out.EVENT_COLUMNS, ("stack_name", "Stack Name")), fmt)
+
+
 def _echo_event(e: EventView, fmt: out.Format) -> None:
     """One event of ``--follow``: a log line, a JSON object per line, or a YAML document."""
     if fmt == "table":
@@ -587,7 +723,7 @@ def _remote_events(client: RemoteClient, name: str, follow: bool, fmt: out.Forma
     if not follow or settled(s):
         events = client.list_events(s, query=params)
         if not follow:
-            out.emit_list([out.event_fields(e) for e in events], out.EVENT_COLUMNS, fmt)
+            _emit_events(events, s, "nested_depth" in params, fmt)
             return
         for e in events:
             _echo_event(e, fmt)

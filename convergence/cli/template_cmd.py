@@ -9,15 +9,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from convergence import services
-from convergence.cli.files import collect_files, key_for, parse_params, rebase_registry
+from convergence.admission import SizeLimits
+from convergence.cli import output as out
+from convergence.cli.files import key_for, parse_params, root_folder, sent_files
 from convergence.cli.remote import RemoteClient, RemoteError
 from convergence.cli.state import CliState, pass_state
-from convergence.template import TemplateError, load_document
+from convergence.settings import load_settings
+from convergence.template import TemplateError
 
 
 @click.group()
@@ -33,41 +36,46 @@ def template() -> None:
 @click.option("-P", "--parameter", "params", multiple=True, metavar="KEY=VALUE",
               help="A parameter value; with any -P, missing required values are errors.")
 @click.option("--files-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Folder whose files are sent as the files map (default: the template's).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+              help="Folder the files map's keys are relative to (default: the template's). "
+                   "Only the files the template and environments reference are sent.")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", *out.FORMATS]),
+              default="text", show_default=True,
+              help="Text, or Heat's answer as JSON, YAML, a table, its values or CSV.")
+@out.column_option
 @pass_state
 def validate(state: CliState, file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
              files_dir: Path | None, fmt: str) -> None:
     """Validate FILE; print its description and parameters, or every error with its path."""
-    root = files_dir or file.resolve().parent
-    files = collect_files(root)
+    root = root_folder(file, env_files, files_dir)
     try:
-        environments = [rebase_registry(load_document(p.read_bytes(), p.name), p, root)
-                        for p in env_files]
         client = state.remote()
+        # Embedded, the template is validated at its key; the API takes it without one.
+        location = key_for(file, root) if client is None else None
+        files, environments = sent_files(file, file.read_bytes(), env_files, root,
+                                         location=location)
         if client is not None:
             result = _remote_validate(client, file, files, environments, params, fmt)
         else:
             result = services.validate_template(
-                file.read_bytes(), files=files, location=key_for(file, root),
+                file.read_bytes(), files=files, location=location,
                 environments=environments, parameters=parse_params(params) if params else None,
+                sizes=SizeLimits.of(load_settings()),
             )
     except TemplateError as exc:
-        if fmt == "json":
-            click.echo(json.dumps({"errors": [
+        if fmt in ("json", "yaml"):
+            click.echo(out.dump({"errors": [
                 {"path": p.path, "message": p.message, "kind": p.kind} for p in exc.problems
-            ]}, indent=2))
+            ]}, cast(out.Format, fmt)))
         else:
             click.echo(f"{file}: invalid ({len(exc.problems)} "
                        f"error{'s' if len(exc.problems) != 1 else ''})", err=True)
             for p in exc.problems:
                 click.echo(str(p))
         sys.exit(1)
-    if fmt == "json":
-        click.echo(json.dumps(result, indent=2, default=str))
-    else:
+    if fmt == "text":
         _print_text(file, result)
+    else:
+        out.emit_record(result, cast(out.Format, fmt))
 
 
 def _remote_validate(client: RemoteClient, file: Path, files: dict[str, str],
@@ -81,9 +89,9 @@ def _remote_validate(client: RemoteClient, file: Path, files: dict[str, str],
     except RemoteError as exc:
         if exc.type not in ("StackValidationFailed", "RequestLimitExceeded"):
             raise
-        if fmt == "json":
-            click.echo(json.dumps({"errors": [{"message": line} for line in exc.lines]},
-                                  indent=2))
+        if fmt in ("json", "yaml"):
+            click.echo(out.dump({"errors": [{"message": line} for line in exc.lines]},
+                                cast(out.Format, fmt)))
         else:
             n = len(exc.lines)
             click.echo(f"{file}: invalid ({n} error{'s' if n != 1 else ''})", err=True)

@@ -5,10 +5,12 @@ the functions in ``store/`` only. Times are epoch seconds (floats) so that SQLit
 PostgreSQL compare them the same way and leases need no time-zone arithmetic.
 
 - ``templates``: what a stack should be, immutable and content-addressed (template text,
-  files, environment documents, parameter values).
+  files, environment documents, parameter values), with the template's description.
 - ``stacks``: a tenant's named desired state, with its generation counters and outcome.
 - ``resources``: one row per physical resource *version* (a replacement and what it replaces
   live side by side); the lease and fencing token of whoever works on it.
+- ``resource_requirements``: on SQLite, each record's ``requires`` as rows, kept by triggers
+  (the resource list's ``required_by``).
 - ``traversals``: one pass toward one generation, with node counters.
 - ``nodes``: the plan of a traversal, one row per (resource record, phase), keyed by a
   sequence number the planner assigns, with a dependency counter and successor list.
@@ -17,7 +19,8 @@ PostgreSQL compare them the same way and leases need no time-zone arithmetic.
 - ``workers``: the processes running steps (and API processes stepping in-process), each
   with its last heartbeat (``convergence.heartbeat``).
 - ``sweeps``: one row per periodic job (the sweeper): who holds its turn, until when, and
-  when it last ran, so that among all the workers one runs it at a time, once a period.
+  when it last ran, so that among all the workers one runs it at a time, once a period; and
+  one per stack an embedded process is driving (``stack:<id>``, ``convergence.store.holds``).
 - ``orphans``: what a step made in the cloud after its lease had been taken over (it woke up
   late): its result was refused, so no record names it, and the sweeper removes it.
 """
@@ -37,8 +40,10 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    cast,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Integer primary keys autoincrement on SQLite only as INTEGER; BigInteger elsewhere.
@@ -58,6 +63,9 @@ class TemplateRow(Base):
     environments: Mapped[list[Any]] = mapped_column(JSON, default=list)
     parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float)
+    # The template's description, written with it so that a stack list reads no template
+    # body; None: stored before migration 0010 (read from the text then).
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class StackRow(Base):
@@ -125,11 +133,43 @@ class ResourceRow(Base):
 
     __table_args__ = (
         Index("ix_resources_stack_name", "stack_id", "name"),
+        # The resource list's status filter in name order (``store/resource_pages.py``).
+        Index("ix_resources_stack_status", "stack_id", "status", "name"),
         # Never an id twice, on SQLite too (PostgreSQL's sequence never reuses one): the id
         # is part of the key plugins find what a record made by, so a new record given a
         # deleted one's id would adopt what that one left in the cloud, retained or lost.
         {"sqlite_autoincrement": True},
     )
+
+
+# ``required_by``: the records whose ``requires`` holds a record's id, found through the
+# elements of the list (``requires @> '[id]'``). PostgreSQL only: SQLite cannot index a JSON
+# list's elements (``RequirementRow`` is its counterpart there). Without a pending list
+# (``fastupdate``): entries go into the index as records are written (which costs about the
+# same), and a look-up never scans megabytes of entries waiting for a vacuum.
+Index("ix_resources_requires",
+      cast(ResourceRow.__table__.c.requires, JSONB).label("requires_jsonb"),
+      postgresql_using="gin", postgresql_ops={"requires_jsonb": "jsonb_path_ops"},
+      postgresql_with={"fastupdate": "off"},
+      ).ddl_if(dialect="postgresql")
+
+
+class RequirementRow(Base):
+    """On SQLite, ``resources.requires`` as rows: one per record and record it requires, so
+    that the records built on a record (``required_by``) are an index look-up, as
+    ``ix_resources_requires`` makes them on PostgreSQL. Kept by triggers on ``resources``
+    (migration 0011: a record inserted, its ``requires`` changed, the record deleted), so that
+    no writer can forget it; nothing else writes it. On PostgreSQL the table is there, empty,
+    and nothing reads it (``store/resource_pages.py``). A migration that rebuilds
+    ``resources`` on SQLite (``batch_alter_table``) drops the triggers with the old table and
+    must make them again (as migration 0011 does)."""
+
+    __tablename__ = "resource_requirements"
+
+    record_id: Mapped[int] = mapped_column(BigId, primary_key=True)  # the record that requires
+    required_id: Mapped[int] = mapped_column(BigId, primary_key=True)  # what it requires
+
+    __table_args__ = (Index("ix_resource_requirements_required", "required_id"),)
 
 
 class TraversalRow(Base):
@@ -270,7 +310,8 @@ class WorkerRow(Base):
 
 class SweepRow(Base):
     """A periodic job that one process at a time runs (``convergence.engine.sweeper``): a
-    turn is taken with a compare-and-swap on ``held_until``/``finished_at``."""
+    turn is taken with a compare-and-swap on ``held_until``/``finished_at``. Rows named
+    ``stack:<id>`` are holds on stacks (``convergence.store.holds``)."""
 
     __tablename__ = "sweeps"
 

@@ -186,7 +186,9 @@ class Tx:
         self._postgres = conn.dialect.name == "postgresql"
 
     # templates ----------------------------------------------------------------------------
-    def put_template(self, content: TemplateContent) -> str:
+    def put_template(self, content: TemplateContent, description: str | None = None) -> str:
+        """Store a desired state once (its id is its hash); ``description``: its template's,
+        kept beside it for the stack list."""
         tid = template_id(content)
         exists = self.conn.execute(select(T_TEMPLATE.c.id).where(T_TEMPLATE.c.id == tid))
         if exists.first() is None:
@@ -196,8 +198,19 @@ class Tx:
             self.conn.execute(dialect_insert(T_TEMPLATE).values(
                 id=tid, text=content.text, files=dict(content.files),
                 environments=list(content.environments), parameters=dict(content.parameters),
-                created_at=self.now).on_conflict_do_nothing(index_elements=["id"]))
+                created_at=self.now, description=description,
+            ).on_conflict_do_nothing(index_elements=["id"]))
         return tid
+
+    def template_descriptions(self, tids: Iterable[str]) -> dict[str, str | None]:
+        """The description of each template, in one query per chunk of ids (None: stored
+        before descriptions were)."""
+        found: dict[str, str | None] = {}
+        for chunk in _chunks(sorted(set(tids))):
+            rows = self.conn.execute(select(T_TEMPLATE.c.id, T_TEMPLATE.c.description)
+                                     .where(T_TEMPLATE.c.id.in_(chunk)))
+            found.update({row.id: row.description for row in rows})
+        return found
 
     def template(self, tid: str) -> TemplateContent:
         row = self.conn.execute(select(T_TEMPLATE).where(T_TEMPLATE.c.id == tid)).one()

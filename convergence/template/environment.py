@@ -454,6 +454,8 @@ def _as_map(value: Any) -> dict[str, Any]:
             value = json.loads(value)
         except ValueError as exc:
             raise ValueError(f"the value is not valid JSON: {exc}") from None
+        except RecursionError:  # the parser recurses once per level
+            raise ValueError("the value is not valid JSON: it nests too deep") from None
     if not isinstance(value, dict):
         raise ValueError(f"{_sort(value)} is not a map")
     return copy.deepcopy(value)

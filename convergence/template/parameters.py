@@ -263,6 +263,8 @@ def _json(value: Any, shown: str) -> Any:
             return json.loads(value)
         except ValueError as exc:
             raise ValueError(f"{shown} is not valid JSON: {exc}") from None
+        except RecursionError:  # the parser recurses once per level
+            raise ValueError(f"{shown} is not valid JSON: it nests too deep") from None
     try:
         # The round trip Heat makes: copies, and turns tuples into lists and keys into strings.
         return json.loads(json.dumps(value))

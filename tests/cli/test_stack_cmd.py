@@ -146,6 +146,7 @@ def test_create_without_wait_still_runs_to_the_end_in_embedded_mode(db_url: str,
 def test_wait_shows_what_is_in_progress(db_url: str, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(progress, "REFRESH_SECONDS", 0.0)  # look at every step
+    monkeypatch.setattr(progress, "PLAIN_SECONDS", 0.0)  # and print every change
     t = write(tmp_path, "slow.yaml", """\
         heat_template_version: 2018-08-31
         resources:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from convergence.cli.files import collect_files, rebase_registry
+from convergence.cli.files import MAX_FILE_BYTES, rebase_registry
 from convergence.plugins.registry import PluginRegistry
 from convergence.template import (
     Problems,
@@ -76,9 +76,26 @@ def templates_and_environments(source: Path) -> tuple[list[Path], list[Path]]:
     return templates, environments
 
 
+def source_files(source: Path) -> dict[str, str]:
+    """Every text file of a source, keyed by its path relative to it: the corpus validates
+    each template against its whole source, not against what a client would send for it."""
+    files: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__"))
+        for filename in sorted(filenames):
+            full = Path(dirpath) / filename
+            try:
+                if full.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                files[full.relative_to(source).as_posix()] = full.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # binary or unreadable: not something a template can include
+    return files
+
+
 def validate_source(source: Path) -> list[Outcome]:
     catalog = PluginRegistry.from_entry_points()
-    files = collect_files(source)
+    files = source_files(source)
     templates, env_paths = templates_and_environments(source)
     environments = []
     for path in env_paths:

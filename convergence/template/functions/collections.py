@@ -431,6 +431,8 @@ def _eval_select(call: Call, res: Resolver) -> Any:
             collection = json.loads(collection)  # a list or map serialized as JSON
         except ValueError as exc:
             raise fail(call, str(exc)) from None
+        except RecursionError:  # the parser recurses once per level
+            raise fail(call, "the collection nests too deep") from None
     if isinstance(collection, dict):
         if not isinstance(index, str):
             raise fail(call, "the index must be a string")
