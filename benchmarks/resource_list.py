@@ -24,18 +24,20 @@ the stack's look-up, the page's transaction, ``required_by``, the JSON):
 - ``first``: ``?limit=100``; ``middle``: ``?limit=100&marker=<the name half-way>``, in both
   orders, and with ``with_detail=true``;
 - ``status FAILED (0.1%)``: ``?limit=100&status=FAILED`` (``ix_resources_stack_status``);
-- ``type, common (20%)`` and ``type, rare (1%)``: ``?limit=100&type=...`` (checked along the
-  name index: a rare type walks past what it does not match);
-- ``one name``, ``one physical id`` (a walk of the stack: no index on physical ids);
-- ``sorted by type, middle``: ``?limit=100&sort_keys=resource_type&marker=...`` (a sort);
+- ``type, common (20%)`` and ``type, rare (1%)``: ``?limit=100&type=...``
+  (``ix_resources_stack_type``);
+- ``one name``, ``one physical id`` (``ix_resources_stack_physical``; an id no resource has);
+- ``sorted by type, middle``: ``?limit=100&sort_keys=resource_type&marker=...``
+  (``ix_resources_stack_type`` from the marker on);
 - ``show``: ``GET .../resources/<name>``;
 - ``whole list`` (``--whole-repeat`` times): every resource, streamed in chunks; printed per
   resource too, to show it stays linear.
 
-``--explain`` also prints the database's plan of each page's statements (the page, and the
-``required_by`` look-up) on the largest stack, as the store sends them (captured from the
-store's own call in this process): ``EXPLAIN QUERY PLAN`` on SQLite, ``EXPLAIN (ANALYZE,
-BUFFERS)`` on PostgreSQL.
+Every page reads ``required_by`` for its resources through an index: ``ix_resources_requires``
+(GIN) on PostgreSQL, ``resource_requirements`` on SQLite. ``--explain`` also prints the
+database's plan of each page's statements (the marker's look-up, the page, the ``required_by``
+look-up) on the largest stack, as the store sends them (captured from the store's own call in
+this process): ``EXPLAIN QUERY PLAN`` on SQLite, ``EXPLAIN (ANALYZE, BUFFERS)`` on PostgreSQL.
 """
 
 from __future__ import annotations

@@ -453,28 +453,24 @@ def resource_chunks(rt: Runtime, tenant: str, name_or_id: str, query: ResourceQu
     between pages, so the caller may stop after any page (a client that went away) and a long
     listing keeps no snapshot open. The first page raises what :func:`resource_page` raises.
 
-    A page continues after the last resource of the one before. The first page reads its own
-    ``required_by``; when a second one is wanted, the stack's whole ``required_by`` map is read
-    once and serves every later page, so a listing of N resources costs O(N) however its pages
-    fall. ``query.nested_depth``: no resource type owns a nested stack yet, so the stack's own
-    resources are the listing at any depth; a nested stack's resources would follow here, each
-    listing of a child one level shallower.
+    A page continues after the last resource of the one before (by its values, so a resource
+    deleted meanwhile does not lose the place); each costs the same wherever it falls, so a
+    listing of N resources costs O(N). ``query.nested_depth``: no resource type owns a nested
+    stack yet, so the stack's own resources are the listing at any depth; a nested stack's
+    resources would follow here, each listing of a child one level shallower.
     """
     if chunk < 1:
         raise ValueError("chunk must be at least 1")
     left = query.limit
     last: RecordView | None = None  # the last resource listed so far
-    users: Mapping[int, tuple[str, ...]] | None = None
     stack_id = name_or_id
     while left is None or left > 0:
         size = chunk if left is None else min(chunk, left)
         with rt.store.read() as tx:
             stack = _stack_or_404(tx, tenant, stack_id)
             stack_id = stack.id
-            if users is None and last is not None:
-                users = resource_pages.stack_required_by(tx, stack.id)
             found = resource_pages.page(tx, stack.id, dataclasses.replace(query, limit=size),
-                                        users, after=last)
+                                        after=last)
         if found is None:
             raise _not_a_resource(query, stack)
         yield found

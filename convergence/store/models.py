@@ -133,8 +133,11 @@ class ResourceRow(Base):
 
     __table_args__ = (
         Index("ix_resources_stack_name", "stack_id", "name"),
-        # The resource list's status filter in name order (``store/resource_pages.py``).
+        # The resource list (``store/resource_pages.py``): its status and type filters in name
+        # order, its order by type, and its physical id filter.
         Index("ix_resources_stack_status", "stack_id", "status", "name"),
+        Index("ix_resources_stack_type", "stack_id", "type", "name"),
+        Index("ix_resources_stack_physical", "stack_id", "physical_id"),
         # Never an id twice, on SQLite too (PostgreSQL's sequence never reuses one): the id
         # is part of the key plugins find what a record made by, so a new record given a
         # deleted one's id would adopt what that one left in the cloud, retained or lost.

@@ -20,23 +20,23 @@ stack of 100 resources as on one of 100,000:
   ``ix_resources_stack_name`` ``(stack_id, name)``. Names compare as the database collates
   them: code point order with the ``C`` collation (SQLite's, and this project's PostgreSQL);
   a page always continues where the last one ended, whatever the collation.
-- ``status`` walks ``ix_resources_stack_status`` ``(stack_id, status, name)``: the few
-  failures among many resources (``openstack stack failures list``) cost no more than a page.
-- The other filters (name, type, action, physical id, several statuses at once) are checked on
-  the way along the name index: cheap when what they match is common; a rare match costs the
-  rows walked past until the page is full. ``name`` is an equality on the index itself.
-- Other sort keys (type, status, creation or update time, physical id) order by
-  ``(key..., name)``: no index serves those orders, so the database sorts the stack's matching
-  resources (a top-N sort) for each page. The keys are taken in one direction, all ascending or
-  all descending.
+- ``status`` walks ``ix_resources_stack_status`` ``(stack_id, status, name)`` and ``type``
+  ``ix_resources_stack_type`` ``(stack_id, type, name)``: the few failures among many resources
+  (``openstack stack failures list``), or a rare type, cost no more than a page. ``name`` is an
+  equality on the name index, ``physical_resource_id`` one on ``ix_resources_stack_physical``.
+- The other filters (action, several statuses or types at once) are checked on the way along
+  the name index: cheap when what they match is common; a rare match costs the rows walked
+  past until the page is full.
+- Ordered by type, a page walks ``ix_resources_stack_type`` from the marker on. The other sort
+  keys (status, creation or update time, physical id) order by ``(key..., name)``: no index
+  serves those orders, so the database sorts the stack's matching resources (a top-N sort) for
+  each page. The keys are taken in one direction, all ascending or all descending.
 
 ``required_by`` (the names of the records built on a record: those whose ``requires`` holds
 its id) is read for the page's records only, through an index: on PostgreSQL
 ``ix_resources_requires``, a GIN index on ``requires`` as ``jsonb`` (one look-up per page); on
 SQLite, which cannot index the elements of a JSON list, ``resource_requirements``, the lists as
 rows, kept by triggers (``models.RequirementRow``), by ``ix_resource_requirements_required``.
-A listing of several pages reads the stack's whole map once instead
-(:func:`stack_required_by`, one read of the stack's ``requires``) and hands it to each page.
 
 ``nested_depth`` is carried for the nested stacks to come: no resource type owns a nested
 stack yet, so a listing at any depth is the stack's own resources (see
@@ -53,6 +53,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    FromClause,
     Table,
     Text,
     and_,
@@ -63,7 +64,6 @@ from sqlalchemy import (
     func,
     or_,
     select,
-    true,
     tuple_,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -75,8 +75,8 @@ from convergence.store.views import RecordView
 T_REQUIREMENTS = typing.cast(Table, m.RequirementRow.__table__)
 
 STATUSES = frozenset({"IN_PROGRESS", "COMPLETE", "FAILED"})
-# The orders a listing may take, each after the ones before it; the name always ends the order
-# (it is unique among the listed records, so nothing after it matters).
+# What a listing may be ordered by (``sort_keys``: the first key, then the next among equals);
+# the name always ends the order (unique among the listed records: nothing after it matters).
 SORT_KEYS = ("name", "type", "status", "created_at", "updated_at", "physical_id")
 
 RequiredBy = Mapping[int, tuple[str, ...]]
@@ -128,18 +128,17 @@ class ResourcePage:
         return list(self.required_by.get(record.id, ()))
 
 
-def page(tx: Tx, stack_id: str, query: ResourceQuery, required_by: RequiredBy | None = None,
+def page(tx: Tx, stack_id: str, query: ResourceQuery,
          after: RecordView | None = None) -> ResourcePage | None:
-    """The page's records, in its order, with who requires each: read for the page, or taken
-    from ``required_by`` (the stack's whole map, :func:`stack_required_by`) when given.
-    ``after``: a record the page continues after (the last of the page before), in place of
-    the query's marker; its values place the page even if it is gone since. None when the
-    order needs the marker's values and the marker is not a resource of the stack."""
+    """The page's records, in its order, with who requires each. ``after``: a record the page
+    continues after (the last of the page before), in place of the query's marker; its values
+    place the page even if it is gone since. None when the order needs the marker's values and
+    the marker is not a resource of the stack."""
     if query.limit == 0:
         return ResourcePage(())
     t = T_RES
     keys = _order(query)
-    statement = select(t).where(t.c.stack_id == stack_id, *_filters(query), _listed())
+    statement = select(t).where(_of_stack(stack_id, query), *_filters(query), _listed())
     if after is not None or query.marker is not None:
         past = _after(tx, stack_id, query, keys, after)
         if past is None:
@@ -149,29 +148,7 @@ def page(tx: Tx, stack_id: str, query: ResourceQuery, required_by: RequiredBy | 
     if query.limit is not None:
         statement = statement.limit(query.limit)
     records = tuple(_record(r) for r in tx.conn.execute(statement))
-    if required_by is None:
-        required_by = _required_by(tx, stack_id, [r.id for r in records])
-    return ResourcePage(records, {r.id: required_by[r.id] for r in records
-                                  if r.id in required_by})
-
-
-def stack_required_by(tx: Tx, stack_id: str) -> dict[int, tuple[str, ...]]:
-    """Every record's ``required_by`` in the stack (by record id), from one read of the
-    stack's ``requires``: what a listing of many pages reads once."""
-    users: dict[int, set[str]] = {}
-    t = T_RES
-    # The database takes the lists apart (one row per element), which costs less than
-    # decoding each list here.
-    if tx.conn.dialect.name == "postgresql":
-        element = func.json_array_elements_text(t.c.requires).table_valued("value")
-    else:
-        element = func.json_each(t.c.requires).table_valued("value")
-    rows = tx.conn.execute(select(element.c.value, t.c.name)
-                           .select_from(t.join(element, true()))
-                           .where(t.c.stack_id == stack_id))
-    for rid, name in rows:
-        users.setdefault(int(rid), set()).add(name)
-    return {rid: tuple(sorted(names)) for rid, names in users.items()}
+    return ResourcePage(records, _required_by(tx, stack_id, [r.id for r in records]))
 
 
 def _listed() -> ColumnElement[bool]:
@@ -228,14 +205,24 @@ def _after(tx: Tx, stack_id: str, query: ResourceQuery,
     return tuple_(*columns) < position if query.descending else tuple_(*columns) > position
 
 
+def _of_stack(stack_id: str, query: ResourceQuery) -> ColumnElement[bool]:
+    """The stack's records; with a physical id filter, those of the ids asked for, found by
+    ``ix_resources_stack_physical`` first (asked for the stack's records in name order, SQLite,
+    which keeps no statistics, would rather walk the name index than sort the few matches)."""
+    t = T_RES
+    if not query.physical_ids:
+        return t.c.stack_id == stack_id
+    p = T_RES.alias("by_physical")
+    return t.c.id.in_(select(p.c.id).where(
+        p.c.stack_id == stack_id, or_(*(_physical(p, v) for v in query.physical_ids))))
+
+
 def _filters(query: ResourceQuery) -> list[ColumnElement[bool]]:
     t = T_RES
     found = [_any(t.c.name, query.names), _any(t.c.type, query.types),
              _any(t.c.action, query.actions)]
     if query.statuses:
         found.append(or_(*(_status(v) for v in query.statuses)))
-    if query.physical_ids:
-        found.append(or_(*(_physical(v) for v in query.physical_ids)))
     return [f for f in found if f is not None]
 
 
@@ -256,11 +243,11 @@ def _status(value: str) -> ColumnElement[bool]:
     return and_(t.c.action == action, t.c.status == status)
 
 
-def _physical(value: str) -> ColumnElement[bool]:
-    t = T_RES
+def _physical(t: FromClause, value: str) -> ColumnElement[bool]:
+    column = t.c.physical_id
     if value == "":
-        return or_(t.c.physical_id.is_(None), t.c.physical_id == "")
-    return t.c.physical_id == value
+        return or_(column.is_(None), column == "")
+    return column == value
 
 
 def _required_by(tx: Tx, stack_id: str, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
@@ -275,18 +262,21 @@ def _required_by(tx: Tx, stack_id: str, ids: Sequence[int]) -> dict[int, tuple[s
         # ``ix_resources_requires``: each probe ``[id]`` is looked up in the GIN index.
         probes = cast(bindparam("probes", [json.dumps([i]) for i in wanted],
                                 type_=ARRAY(Text)), ARRAY(JSONB))
-        rows = tx.conn.execute(select(t.c.name, t.c.requires).where(
+        found = tx.conn.execute(select(t.c.name, t.c.requires).where(
             cast(t.c.requires, JSONB).op("@>")(any_(probes)), t.c.stack_id == stack_id))
-        for name, requires in rows:
+        for name, requires in found:
             for rid in wanted.intersection(int(i) for i in requires or ()):
                 users.setdefault(rid, set()).add(name)
     else:
-        # ``resource_requirements``, kept by triggers: ``ix_resource_requirements_required``.
+        # ``resource_requirements``, kept by triggers: ``ix_resource_requirements_required``,
+        # then each user by its id. Nothing is asked of the users but their ids (a record only
+        # requires records of its own stack): given the stack too, SQLite would rather walk
+        # the stack's records and probe the rows of each.
         e = T_REQUIREMENTS
-        rows = tx.conn.execute(select(e.c.required_id, t.c.name)
+        rows = tx.conn.execute(select(e.c.required_id, t.c.name, t.c.stack_id)
                                .select_from(e.join(t, t.c.id == e.c.record_id))
-                               .where(e.c.required_id.in_(sorted(wanted)),
-                                      t.c.stack_id == stack_id))
-        for rid, name in rows:
-            users.setdefault(int(rid), set()).add(name)
+                               .where(e.c.required_id.in_(sorted(wanted))))
+        for rid, name, of_stack in rows:
+            if of_stack == stack_id:
+                users.setdefault(int(rid), set()).add(name)
     return {rid: tuple(sorted(names)) for rid, names in users.items()}

@@ -1,11 +1,12 @@
-"""Resource paging: a stack's resources of one status in name order, as
-``ix_resources_stack_name`` serves all of a stack's, so that the resource list's ``status``
-filter (the few failures among many resources) reads a page without walking past the rest; and
-the records whose ``requires`` holds a record's id (a listing's ``required_by``) found through
-an index rather than by reading every record of the stack: on PostgreSQL a GIN index on
-``requires`` as ``jsonb``; on SQLite, which cannot index the elements of a JSON list, the table
-``resource_requirements`` (each record's ``requires`` as rows), kept by triggers on
-``resources`` and filled here from the records there are.
+"""Resource paging: a stack's resources of one status, and of one type, in name order, as
+``ix_resources_stack_name`` serves all of a stack's, so that the resource list's ``status`` and
+``type`` filters (the few failures among many resources, a rare type) read a page without
+walking past the rest, and its order by type is read, not sorted; its ``physical_resource_id``
+filter, an index look-up; and the records whose ``requires`` holds a record's id (a listing's
+``required_by``) found through an index rather than by reading every record of the stack: on
+PostgreSQL a GIN index on ``requires`` as ``jsonb``; on SQLite, which cannot index the elements
+of a JSON list, the table ``resource_requirements`` (each record's ``requires`` as rows), kept
+by triggers on ``resources`` and filled here from the records there are.
 
 Revision ID: 0011
 Revises: 0010
@@ -56,6 +57,8 @@ def _sqlite() -> bool:
 
 def upgrade() -> None:
     op.create_index("ix_resources_stack_status", "resources", ["stack_id", "status", "name"])
+    op.create_index("ix_resources_stack_type", "resources", ["stack_id", "type", "name"])
+    op.create_index("ix_resources_stack_physical", "resources", ["stack_id", "physical_id"])
     op.create_table(
         "resource_requirements",
         sa.Column("record_id", BigId, nullable=False),
@@ -83,4 +86,6 @@ def downgrade() -> None:
         op.drop_index("ix_resources_requires", table_name="resources")
     op.drop_index("ix_resource_requirements_required", table_name="resource_requirements")
     op.drop_table("resource_requirements")
+    op.drop_index("ix_resources_stack_physical", table_name="resources")
+    op.drop_index("ix_resources_stack_type", table_name="resources")
     op.drop_index("ix_resources_stack_status", table_name="resources")
