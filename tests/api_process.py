@@ -24,12 +24,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_api(folder: Path, database: str = "api.db") -> Iterator[str]:
-    """Start ``convergence api`` on the embedded store in ``folder``; yield its base URL."""
+def api_process(folder: Path, database: str = "api.db",
+                env_updates: dict[str, str | None] | None = None,
+                ) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """Start ``convergence api`` on the embedded store in ``folder`` (``env_updates``: the
+    variables to set, or with None to unset); yield the process, its base URL and its log."""
     port = free_port()
     env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{folder / database}",
            "CONVERGENCE_DATA_DIR": str(folder / "data")}
     env.pop("CONVERGENCE_BROKER_URL", None)
+    for name, value in (env_updates or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     log_path = folder / f"{database}.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -47,11 +55,19 @@ def running_api(folder: Path, database: str = "api.db") -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("the API did not start:\n" + log_path.read_text())
                 time.sleep(0.1)
-            yield url
+            yield proc, url, log_path
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def running_api(folder: Path, database: str = "api.db") -> Iterator[str]:
+    """Start ``convergence api`` on the embedded store in ``folder``; yield its base URL."""
+    with api_process(folder, database) as (_, url, _log):
+        yield url

@@ -30,14 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import ColumnElement, and_, or_, select
 
+from convergence.store.page_filters import any_of, status_is
 from convergence.store.repository import T_EVENT, Tx, _event, of_stack
 from convergence.store.views import EventView
 
-STATUSES = frozenset({"IN_PROGRESS", "COMPLETE", "FAILED"})
 TIME_KEYS = frozenset({"event_time", "created_at"})
 SORT_KEYS = ("event_time", "created_at", "resource_type")  # Heat's, and one alias
 
@@ -95,29 +94,13 @@ def page(tx: Tx, stack_id: str, query: EventQuery) -> list[EventView] | None:
 
 def _filters(query: EventQuery) -> list[ColumnElement[bool]]:
     t = T_EVENT
-    found = [_any(t.c.resource_name, query.resource_names), _any(t.c.action, query.actions),
-             _any(t.c.resource_type, query.resource_types),
-             _any(t.c.physical_resource_id, query.physical_ids)]
+    found = [any_of(t.c.resource_name, query.resource_names),
+             any_of(t.c.action, query.actions),
+             any_of(t.c.resource_type, query.resource_types),
+             any_of(t.c.physical_resource_id, query.physical_ids)]
     if query.statuses:
-        found.append(or_(*(_status(v) for v in query.statuses)))
+        found.append(or_(*(status_is(T_EVENT, v) for v in query.statuses)))
     return [f for f in found if f is not None]
-
-
-def _any(column: ColumnElement[Any], values: tuple[str, ...]) -> ColumnElement[bool] | None:
-    # One value is an equality, not an IN list: both planners then use the index's next
-    # column for the order.
-    if not values:
-        return None
-    return column == values[0] if len(values) == 1 else column.in_(values)
-
-
-def _status(value: str) -> ColumnElement[bool]:
-    """``COMPLETE`` (Heat's filter: the status alone) or ``CREATE_COMPLETE`` (as listed)."""
-    t = T_EVENT
-    action, _, status = value.partition("_")
-    if value in STATUSES or not status:
-        return t.c.status == value
-    return and_(t.c.action == action, t.c.status == status)
 
 
 def _after(query: EventQuery, marker: int, marker_type: str | None) -> ColumnElement[bool]:

@@ -69,12 +69,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from convergence.store import models as m
+from convergence.store.page_filters import any_of, status_is
 from convergence.store.repository import T_RES, Tx, _record
 from convergence.store.views import RecordView
 
 T_REQUIREMENTS = typing.cast(Table, m.RequirementRow.__table__)
 
-STATUSES = frozenset({"IN_PROGRESS", "COMPLETE", "FAILED"})
 # What a listing may be ordered by (``sort_keys``: the first key, then the next among equals);
 # the name always ends the order (unique among the listed records: nothing after it matters).
 SORT_KEYS = ("name", "type", "status", "created_at", "updated_at", "physical_id")
@@ -219,28 +219,11 @@ def _of_stack(stack_id: str, query: ResourceQuery) -> ColumnElement[bool]:
 
 def _filters(query: ResourceQuery) -> list[ColumnElement[bool]]:
     t = T_RES
-    found = [_any(t.c.name, query.names), _any(t.c.type, query.types),
-             _any(t.c.action, query.actions)]
+    found = [any_of(t.c.name, query.names), any_of(t.c.type, query.types),
+             any_of(t.c.action, query.actions)]
     if query.statuses:
-        found.append(or_(*(_status(v) for v in query.statuses)))
+        found.append(or_(*(status_is(T_RES, v) for v in query.statuses)))
     return [f for f in found if f is not None]
-
-
-def _any(column: ColumnElement[Any], values: tuple[str, ...]) -> ColumnElement[bool] | None:
-    # One value is an equality, not an IN list: both planners then use the index's next
-    # column for the order.
-    if not values:
-        return None
-    return column == values[0] if len(values) == 1 else column.in_(values)
-
-
-def _status(value: str) -> ColumnElement[bool]:
-    """``COMPLETE`` (Heat's filter: the status alone) or ``CREATE_COMPLETE`` (as listed)."""
-    t = T_RES
-    action, _, status = value.partition("_")
-    if value in STATUSES or not status:
-        return t.c.status == value
-    return and_(t.c.action == action, t.c.status == status)
 
 
 def _physical(t: FromClause, value: str) -> ColumnElement[bool]:

@@ -7,10 +7,8 @@ and its log is kept: it also shows the noauth warning given at start.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api_process import free_port
+from tests.api_process import api_process as started_api
 
 GRACE = 2
 MARGIN = 10  # generous: the process must exit, not merely exit fast
@@ -28,34 +26,14 @@ MARGIN = 10  # generous: the process must exit, not merely exit fast
 
 @contextmanager
 def api_process(folder: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
-    port = free_port()
-    env = {**os.environ, "CONVERGENCE_DATABASE_URL": f"sqlite:///{folder / 'api.db'}",
-           "CONVERGENCE_DATA_DIR": str(folder / "data"),
-           "CONVERGENCE_SHUTDOWN_GRACE_SECONDS": str(GRACE)}
-    for name in ("CONVERGENCE_BROKER_URL", "CONVERGENCE_AUTH", "CONVERGENCE_ALLOW_NOAUTH"):
-        env.pop(name, None)
-    log_path = folder / "api.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "convergence", "api", "--port", str(port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+    with started_api(folder, env_updates={
+            "CONVERGENCE_SHUTDOWN_GRACE_SECONDS": str(GRACE), "CONVERGENCE_AUTH": None,
+            "CONVERGENCE_ALLOW_NOAUTH": None}) as (proc, url, log_path):
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("the API did not start:\n" + log_path.read_text())
-                time.sleep(0.1)
             yield proc, url, log_path
         finally:
             if proc.poll() is None:
                 proc.kill()
-            proc.wait()
 
 
 class Held:
