@@ -1,8 +1,8 @@
 """``convergence api``: serve the Heat-compatible REST API (orchestration v1) with uvicorn.
 
 Registered on the ``convergence`` group by ``convergence.cli``. Builds the runtime from the
-settings (``CONVERGENCE_*`` environment variables) and serves
-``convergence.api.app.create_app``. With no broker configured, the app runs the in-process
+settings (``CONVERGENCE_*`` environment variables) and serves it with
+``convergence.api.serve``. With no broker configured, the app runs the in-process
 dispatcher's work on a background thread while it is up. FastAPI and uvicorn are imported when
 the command runs, so the other commands do not load them.
 
@@ -18,21 +18,12 @@ cancels them.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import math
 import sys
-from collections.abc import Callable
-from types import FrameType
-from typing import TYPE_CHECKING
 
 import click
 
-from convergence.runtime import open_runtime
 from convergence.settings import load_settings
-
-if TYPE_CHECKING:
-    import uvicorn
 
 
 def is_loopback(host: str) -> bool:
@@ -59,18 +50,6 @@ def refuse_noauth(host: str) -> click.UsageError:
 STARTUP_FAILURE = 3  # uvicorn's exit code when the server could not start (port in use)
 
 
-def server(config: uvicorn.Config, on_exit: Callable[[], None]) -> uvicorn.Server:
-    """A uvicorn server that, told to stop (SIGTERM, SIGINT), first calls ``on_exit``."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            on_exit()
-            super().handle_exit(sig, frame)
-
-    return Server(config)
-
-
 @click.command("api")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8004, show_default=True, type=int, help="Port to listen on.")
@@ -87,20 +66,7 @@ def api(host: str, port: int, allow_noauth: bool) -> None:
             not (allow_noauth or settings.allow_noauth):
         raise refuse_noauth(host)
 
-    import uvicorn
+    from convergence.api.serve import serve
 
-    from convergence.api.app import create_app, stop_streams
-
-    app = create_app(open_runtime(settings))
-    # Idle connections are kept past any client's poll interval (the openstack client's
-    # --wait polls every 5 s, uvicorn's default keep-alive): a client must never reuse a
-    # connection the server is closing at that very moment. Told to stop, requests in flight
-    # have the shutdown grace to finish, then are cancelled.
-    grace = max(math.ceil(settings.shutdown_grace_seconds), 0)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_keep_alive=75,
-                            timeout_graceful_shutdown=grace)
-    serving = server(config, lambda: stop_streams(app))
-    with contextlib.suppress(KeyboardInterrupt):
-        serving.run()
-    if not serving.started:
+    if not serve(settings, host, port):
         sys.exit(STARTUP_FAILURE)

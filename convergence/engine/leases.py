@@ -21,9 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sqlalchemy import update
-
-from convergence.store.repository import T_RES, Store, _chunks
+from convergence.store.repository import Store
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +100,7 @@ class LeaseKeeper:
         for owner, ids in held.items():
             with self._store.begin() as tx:
                 until = tx.now + self._lease
-                kept = 0
-                for chunk in _chunks(sorted(ids)):
-                    kept += tx.conn.execute(update(T_RES).where(
-                        T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
-                    ).values(lease_expires=until)).rowcount
+                kept = tx.renew_leases(ids, owner, until)
             with self._lock:
                 mine = self._held.get(owner)
                 if mine is not None and kept == len(ids):

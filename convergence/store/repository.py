@@ -545,6 +545,16 @@ class Tx:
                 T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
             ).values(lease_owner=None, lease_expires=None))
 
+    def renew_leases(self, record_ids: Iterable[int], owner: str, until: float) -> int:
+        """Push the leases ``owner`` still holds on these records to ``until``; how many it
+        still held (fewer: some were taken over)."""
+        kept = 0
+        for chunk in _chunks(sorted(set(record_ids))):
+            kept += self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
+            ).values(lease_expires=until)).rowcount
+        return kept
+
     # nodes --------------------------------------------------------------------------------
     def insert_nodes(self, traversal_id: str, nodes: Sequence[Any]) -> None:
         if not nodes:  # a plan with nothing to do (COPY would read an empty line as a row)
