@@ -20,10 +20,12 @@ from convergence.template.structure import (
     load_schema,
     schema_path,
 )
+from tests.corpus.corpus import ROOT as CORPUS_ROOT
+from tests.corpus.corpus import corpus_available, missing_message
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
-CORPUS = (REPO / ".." / "shared" / "templates").resolve()
+CORPUS = CORPUS_ROOT.resolve()
 DOCUMENT_SUFFIXES = {".yaml", ".yml", ".json", ".template"}
 ENVIRONMENT_SECTIONS = ("resource_registry", "parameter_defaults", "parameters")
 
@@ -670,11 +672,10 @@ def test_example_documents_pass(data: Any, kind: str) -> None:
 
 
 def test_corpus_is_present() -> None:
-    if not CORPUS.is_dir():
-        message = f"the corpus of real templates is missing: {CORPUS}"
+    if not corpus_available():
         if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+            pytest.fail(missing_message())
+        pytest.skip(missing_message())
     assert documents_under(CORPUS), f"no template or environment found under {CORPUS}"
 
 
