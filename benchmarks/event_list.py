@@ -30,7 +30,7 @@ the stack's look-up, the page's transaction, the JSON):
 SQLite, ``EXPLAIN (ANALYZE, BUFFERS)`` on PostgreSQL) on each stack, as the store sends it
 (captured from the store's own call in this process). ``--neighbour 1000000`` puts a million
 events of another stack after most of the big stack's: the case where PostgreSQL, asked plainly,
-walks the primary key past them for the newest page (``repository.of_stack``).
+walks the primary key past them for the newest page (``store.dialect.led_by``).
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # distributed.py, a sibling script
 from distributed import PG_ADMIN, start_api  # noqa: E402
 
+from convergence.ports.pages import EventQuery  # noqa: E402
+from convergence.ports.views import NewEvent  # noqa: E402
 from convergence.store.db import make_engine  # noqa: E402
-from convergence.store.event_pages import EventQuery, page  # noqa: E402
 from convergence.store.migrate import upgrade  # noqa: E402
-from convergence.store.repository import Store  # noqa: E402
-from convergence.store.views import NewEvent  # noqa: E402
+from convergence.store.transactions import Store  # noqa: E402
 
 TENANT = "bench"
 RESOURCES = 20
@@ -240,7 +240,7 @@ def plan(store: Store, stack_id: str, query: EventQuery) -> list[str]:
     event.listen(store.engine, "before_cursor_execute", capture)
     try:
         with store.read() as tx:
-            page(tx, stack_id, query)
+            tx.event_page(stack_id, query)
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     statement, parameters = sent[-1]

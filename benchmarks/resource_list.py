@@ -61,10 +61,10 @@ sys.path.insert(0, str(HERE))  # sibling scripts
 from distributed import start_api  # noqa: E402
 from event_list import database  # noqa: E402
 
+from convergence.ports.pages import ResourceQuery  # noqa: E402
+from convergence.ports.views import RecordChange  # noqa: E402
 from convergence.store.db import make_engine  # noqa: E402
-from convergence.store.repository import Store  # noqa: E402
-from convergence.store.resource_pages import ResourceQuery, page  # noqa: E402
-from convergence.store.views import RecordChange  # noqa: E402
+from convergence.store.transactions import Store  # noqa: E402
 
 TENANT = "bench"
 PAGE = 100
@@ -201,7 +201,7 @@ def plan(store: Store, stack_id: str, query: ResourceQuery) -> list[list[str]]:
     event.listen(store.engine, "before_cursor_execute", capture)
     try:
         with store.read() as tx:
-            page(tx, stack_id, query)
+            tx.resource_page(stack_id, query)
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     postgres = store.engine.dialect.name == "postgresql"

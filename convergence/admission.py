@@ -23,12 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from convergence.ports.views import TemplateContent
 from convergence.settings import (
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_TEMPLATE_BYTES,
     Settings,
 )
-from convergence.store.views import TemplateContent
 from convergence.template import Problems, TemplateError
 from convergence.template.errors import STRUCTURE, SYNTAX
 

@@ -4,9 +4,9 @@ In embedded mode the work of a request runs in the process that waits for it (th
 on its in-process dispatcher). Another command on the same database that finds the stack in
 progress must tell a stack some live process is driving (leave it be: show it as it is) from
 one whose process died or was interrupted (resume it). While a process drives a stack it holds
-it (:mod:`convergence.store.holds`): a row with a deadline ``seconds`` ahead, renewed every
-third of that from a daemon thread, so a process busy in a long step still renews. Leaving the
-block lets go; a process killed with SIGKILL simply stops renewing, and its hold runs out.
+it (``Tx.hold_stack``): a row with a deadline ``seconds`` ahead, renewed every third of that
+from a daemon thread, so a process busy in a long step still renews. Leaving the block lets
+go; a process killed with SIGKILL simply stops renewing, and its hold runs out.
 
 Used by ``convergence.services`` (:func:`~convergence.services.holding`), one
 :class:`StackHolds` per runtime.
@@ -24,8 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from convergence.store import holds
-from convergence.store.repository import Store
+from convergence.ports.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ class StackHolds:
     def _take(self, stack_id: str) -> bool:
         try:
             with self.store.begin() as tx:
-                return holds.hold(tx, stack_id, self.holder, tx.now + self.seconds)
+                return tx.hold_stack(stack_id, self.holder, tx.now + self.seconds)
         except Exception:  # the database may take it at the next renewal
             log.exception("could not hold stack %s", stack_id)
             return False
@@ -96,6 +95,6 @@ class StackHolds:
     def _release(self, stack_id: str) -> None:
         try:
             with self.store.begin() as tx:
-                holds.release(tx, stack_id, self.holder)
+                tx.release_stack_hold(stack_id, self.holder)
         except Exception:  # then the hold runs out by itself
             log.exception("could not let go of stack %s", stack_id)

@@ -20,8 +20,8 @@ from convergence.engine.decide import Action, Desired, Observed, decide_converge
 from convergence.engine.definitions import build_definition
 from convergence.engine.stackdata import RecordData
 from convergence.errors import Conflict, NotFound
+from convergence.ports.views import RecordView, StackView, TemplateContent
 from convergence.services import requested_content
-from convergence.store.views import RecordView, StackView, TemplateContent
 from convergence.template import (
     StackDefinition,
     StackIdentity,

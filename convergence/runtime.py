@@ -11,17 +11,18 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from convergence.clock import Clock, SystemClock
-from convergence.dispatch.base import Dispatcher
 from convergence.dispatch.inprocess import InProcessDispatcher
 from convergence.engine.engine import Engine
 from convergence.engine.sweeper import Sweeper
+from convergence.plugins.base import PluginHost
 from convergence.plugins.registry import PluginRegistry
+from convergence.ports.clock import Clock, SystemClock
+from convergence.ports.dispatch import Dispatcher
 from convergence.settings import Settings
 from convergence.store.db import make_engine
+from convergence.store.entity_tables import SqlEntityTables
 from convergence.store.migrate import ensure_schema
-from convergence.store.repository import Store
-from convergence.store.test_entities import SqlTestEntities
+from convergence.store.transactions import Store
 
 
 @dataclass
@@ -32,7 +33,6 @@ class Runtime:
     registry: PluginRegistry
     engine: Engine
     dispatcher: Dispatcher
-    test_entities: SqlTestEntities
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -48,10 +48,12 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     if migrate:
         ensure_schema(db)
     store = Store(db, clock.now)
-    registry = registry or PluginRegistry.from_entry_points()
-    entities = SqlTestEntities(db, clock.now, settings.test_backend_latency)
+    # The plugins' backends, built from what every plugin is handed: the clock, the store's
+    # entity tables (and the environment, for their own settings).
+    registry = (registry or PluginRegistry.from_entry_points()).bind(
+        PluginHost(now=clock.now, entity_tables=SqlEntityTables(db)))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
-    engine = Engine(store, registry, worker_id=worker_id, test_entities=entities,
+    engine = Engine(store, registry, worker_id=worker_id,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
                     max_poll_delay=settings.poll_seconds,
                     inline_seconds=settings.inline_seconds,
@@ -66,4 +68,4 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
             # The embedded engine sweeps too: what a process that died left behind is found.
             sweeper = Sweeper(engine, settings.sweep_seconds)
             dispatcher.every(settings.sweep_seconds, sweeper.periodic)
-    return Runtime(settings, clock, store, registry, engine, dispatcher, entities)
+    return Runtime(settings, clock, store, registry, engine, dispatcher)

@@ -17,22 +17,22 @@ from typing import TYPE_CHECKING, Any
 from convergence.admission import SizeLimits, check_content, check_sizes, check_stack_name
 from convergence.engine.definitions import build_definition
 from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
-from convergence.engine.work import PLAN, Work
 from convergence.errors import Conflict, InvalidParameter, NotFound, PreconditionFailed
 from convergence.holds import StackHolds
 from convergence.plugins.registry import PluginRegistry
-from convergence.store import event_pages, holds, orphans, resource_pages, sweeps
-from convergence.store.event_pages import EventQuery
-from convergence.store.repository import Tx, template_id
-from convergence.store.resource_pages import ResourcePage, ResourceQuery
-from convergence.store.views import (
+from convergence.ports.pages import EventQuery, ResourcePage, ResourceQuery
+from convergence.ports.store import Tx
+from convergence.ports.views import (
+    API,
+    WORKER,
     EventView,
     NewEvent,
     RecordView,
     StackView,
     TemplateContent,
+    template_id,
 )
-from convergence.store.worker_views import API, WORKER
+from convergence.ports.work import PLAN, Work
 from convergence.template import (
     DEFAULT_LIMITS,
     Environment,
@@ -405,7 +405,7 @@ def reset_stack(rt: Runtime, tenant: str, name_or_id: str) -> tuple[StackView, i
     """
     def reset(tx: Tx) -> tuple[StackView, int]:
         stack = _locked_stack(tx, tenant, name_or_id)
-        released = sweeps.release_stack(tx, stack.id)
+        released = tx.release_stack_leases(stack.id)
         if stack.status == "IN_PROGRESS":
             stop_traversal(tx, stack, f"Stack {stack.action} reset by an administrator")
         return _stack_or_404(tx, tenant, stack.id), released
@@ -436,11 +436,11 @@ def resource_page(rt: Runtime, tenant: str, name_or_id: str,
                   query: ResourceQuery) -> ResourcePage:
     """One page of the stack's resources, as Heat lists them (the version of each the stack
     uses), with who requires each; paged, ordered and filtered by the database
-    (``convergence.store.resource_pages``). InvalidParameter when the order needs the marker's
+    (``Tx.resource_page``). InvalidParameter when the order needs the marker's
     values and the marker is not a resource of the stack."""
     with rt.store.read() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
-        found = resource_pages.page(tx, stack.id, query)
+        found = tx.resource_page(stack.id, query)
     if found is None:
         raise _not_a_resource(query, stack)
     return found
@@ -469,8 +469,8 @@ def resource_chunks(rt: Runtime, tenant: str, name_or_id: str, query: ResourceQu
         with rt.store.read() as tx:
             stack = _stack_or_404(tx, tenant, stack_id)
             stack_id = stack.id
-            found = resource_pages.page(tx, stack.id, dataclasses.replace(query, limit=size),
-                                        after=last)
+            found = tx.resource_page(stack.id, dataclasses.replace(query, limit=size),
+                                     after=last)
         if found is None:
             raise _not_a_resource(query, stack)
         yield found
@@ -490,12 +490,12 @@ def _not_a_resource(query: ResourceQuery, stack: StackView) -> InvalidParameter:
 def list_events(rt: Runtime, tenant: str, name_or_id: str, after: int = 0,
                 query: EventQuery | None = None) -> list[EventView]:
     """The stack's events after the id ``after``, or the page ``query`` asks for (paged,
-    ordered and filtered by the database: ``convergence.store.event_pages``)."""
+    ordered and filtered by the database: ``Tx.event_page``)."""
     with rt.store.read() as tx:
         stack = _stack_or_404(tx, tenant, name_or_id)
         if query is None:
             return tx.events(stack.id, after)
-        found = event_pages.page(tx, stack.id, query)
+        found = tx.event_page(stack.id, query)
         if found is None:
             raise InvalidParameter("marker", f"'marker' must be an event of the stack: "
                                    f"{query.marker} is not an event of {stack.name}.")
@@ -530,7 +530,7 @@ def abandoned(rt: Runtime, stack: StackView) -> bool:
         return False
     interval = rt.settings.heartbeat_seconds
     with rt.store.read() as tx:
-        if holds.holder_of(tx, stack.id) is not None:
+        if tx.stack_holder(stack.id) is not None:
             return False
         now = tx.now
         workers = tx.workers(since=now - 3 * interval)
@@ -603,7 +603,7 @@ def store_stats(rt: Runtime) -> tuple[dict[str, int], dict[tuple[str, str], int]
     """Live stacks by ``ACTION_STATUS``, traversals by (action, state), and the orphans
     waiting to be removed: three cheap queries."""
     with rt.store.read() as tx:
-        return tx.stack_counts(), tx.traversal_counts(), orphans.count(tx)
+        return tx.stack_counts(), tx.traversal_counts(), tx.count_orphans()
 
 
 # Environment, export, abandon and mark-unhealthy -----------------------------------------------

@@ -1,5 +1,7 @@
 """Settings: one frozen value, built once in each entry point (CLI, API, worker) from the
-environment, and passed down. Nothing reads the environment anywhere else.
+environment, and passed down. Nothing reads the environment anywhere else, but plugins, which
+read their own variables once, as the runtime builds their backends (``PluginHost.environ`` in
+``convergence.plugins.base``).
 
 ``CONVERGENCE_DATABASE_URL``  SQLAlchemy URL; default: a SQLite file in the user data directory
 ``CONVERGENCE_BROKER_URL``    Celery broker (Redis); unset: the in-process dispatcher runs steps
@@ -10,8 +12,6 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_SHUTDOWN_GRACE_SECONDS`` how long a worker told to stop (SIGTERM) lets the steps in
                               hand reach their commit point before it lets go of their leases;
                               and how long ``convergence api`` lets requests in flight finish
-``CONVERGENCE_TEST_BACKEND_LATENCY`` seconds each change to OS::Heat::TestResource's backend takes
-                              to answer, after it took effect (a slow cloud API); default 0
 ``CONVERGENCE_BATCH_SIZE``    how many ready nodes of one traversal a message carries
 ``CONVERGENCE_INLINE_SECONDS`` how long a step goes on with the successors it released
 ``CONVERGENCE_MAX_REQUEST_BYTES`` largest API request body (default 2 MiB; larger: 413), and the
@@ -27,6 +27,8 @@ environment, and passed down. Nothing reads the environment anywhere else.
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
 ``CONVERGENCE_WEBHOOK_BACKOFF_SECONDS`` webhooks: first retry delay (doubles); default 1
 ``CONVERGENCE_WEBHOOK_MAX_ATTEMPTS`` webhooks: attempts before a delivery is given up; default 8
+``CONVERGENCE_STATS_DIR``     a worker writes its figures there for the benchmarks
+                              (``convergence.workers.stats``); unset (the default): off
 """
 
 from __future__ import annotations
@@ -67,14 +69,14 @@ class Settings:
     # doubling each time, and how many attempts before giving up.
     webhook_backoff_seconds: float = 1.0
     webhook_max_attempts: int = 8
-    # Worker heartbeats (convergence.heartbeat): a worker is up while its last heartbeat is
-    # younger than three of these.
+    # Worker heartbeats (convergence.workers.heartbeat): a worker is up while its last
+    # heartbeat is younger than three of these.
     heartbeat_seconds: float = 5.0
     # A worker told to stop: how long the steps in hand have to reach their commit point;
     # ``convergence api`` told to stop: how long requests in flight have to finish.
     shutdown_grace_seconds: float = 10.0
-    # OS::Heat::TestResource's backend answers this late (its change lands first).
-    test_backend_latency: float = 0.0
+    # Benchmarks: a worker process writes its figures to ``<stats_dir>/<pid>.json``.
+    stats_dir: str | None = None
 
     @property
     def embedded(self) -> bool:
@@ -138,5 +140,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
         heartbeat_seconds=float(get("HEARTBEAT_SECONDS") or 5.0),
         shutdown_grace_seconds=float(get("SHUTDOWN_GRACE_SECONDS") or 10.0),
-        test_backend_latency=float(get("TEST_BACKEND_LATENCY") or 0.0),
+        stats_dir=get("STATS_DIR"),
     )

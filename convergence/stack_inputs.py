@@ -2,7 +2,7 @@
 every parameter (defaults included, hidden ones masked, Heat's pseudo-parameters added).
 
 Callers: ``convergence.api.stacks`` (stack show), ``convergence.api.stack_extras`` (the stack
-list) and the CLI's embedded backend (``convergence.cli.backend``), so that both modes and the
+list) and the CLI's embedded client (``convergence.cli.local``), so that both modes and the
 API answer alike.
 
 A stack list reads the descriptions kept beside the templates (one short column, one query for
@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from convergence.store.views import StackView, TemplateContent
+from convergence.ports.views import StackView, TemplateContent
 from convergence.template import StackDefinition, TemplateError, load_document
 from convergence.template.parameters import BOOLEAN, COMMA_DELIMITED_LIST, JSON
 

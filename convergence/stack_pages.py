@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convergence.errors import InvalidParameter, NotFound
-from convergence.store.views import StackView
+from convergence.ports.views import StackView
 
 # Heat's sort keys, and the names of the columns they come from.
 SORT_KEYS: dict[str, Callable[[StackView], Any]] = {

@@ -2,7 +2,7 @@
 
 Callers: ``convergence.api.subscriptions`` (the subscriptions API, and :func:`install`, which
 runs a :class:`Deliverer` thread while the app is up and wakes it from ``Engine.on_events``);
-``convergence.dispatch.celery_dispatch`` registers :func:`deliver_task` as the Celery task
+the worker's app (``convergence.workers.app``) runs :func:`deliver_task` as the Celery task
 :data:`TASK_NAME`.
 
 Everything goes through the store, so a crash loses nothing:
@@ -32,9 +32,7 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -43,10 +41,15 @@ from typing import Any
 import httpx
 
 from convergence.background import Loop
-from convergence.settings import Settings, load_settings
-from convergence.store.repository import Store
-from convergence.store.views import EventView, StackView
-from convergence.store.webhook_views import DeliveryView, NewDelivery, SubscriptionView
+from convergence.ports.store import Store
+from convergence.ports.views import (
+    DeliveryView,
+    EventView,
+    NewDelivery,
+    StackView,
+    SubscriptionView,
+)
+from convergence.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -228,10 +231,6 @@ def celery_step(store: Store, send: Callable[[], object]) -> Callable[[], object
 
 # The Celery task -----------------------------------------------------------------------------
 
-_worker_store: tuple[int, Store, Settings] | None = None
-_worker_lock = threading.Lock()
-
-
 def task_kwargs(settings: Settings) -> dict[str, Any]:
     """The sender's delivery settings, carried in the task: a worker applies the backoff and
     attempt limit of the API process that sent it, not its own environment's."""
@@ -239,18 +238,11 @@ def task_kwargs(settings: Settings) -> dict[str, Any]:
             "max_attempts": settings.webhook_max_attempts}
 
 
-def deliver_task(backoff_seconds: float | None = None, max_attempts: int | None = None) -> int:
-    """The body of the :data:`TASK_NAME` task: deliver what is due, from this worker, with the
-    sender's settings (:func:`task_kwargs`) when given, else this worker's."""
-    global _worker_store
-    with _worker_lock:
-        if _worker_store is None or _worker_store[0] != os.getpid():
-            from convergence.store.db import make_engine
-
-            settings = load_settings()
-            _worker_store = (os.getpid(), Store(make_engine(settings.database_url), time.time),
-                             settings)
-        _, store, settings = _worker_store
+def deliver_task(store: Store, settings: Settings, backoff_seconds: float | None = None,
+                 max_attempts: int | None = None) -> int:
+    """The body of the :data:`TASK_NAME` task (run by ``convergence.workers``, with the
+    worker's store and settings): deliver what is due, from this worker, with the sender's
+    settings (:func:`task_kwargs`) when given, else this worker's."""
     if backoff_seconds is not None:
         settings = settings.with_(webhook_backoff_seconds=float(backoff_seconds))
     if max_attempts is not None:

@@ -2,12 +2,13 @@
 
 ``celery -A workers.celery_worker worker`` runs the same worker as ``convergence worker`` (the
 usual way, which also checks the schema first). Configured by the environment
-(``CONVERGENCE_BROKER_URL``, ``CONVERGENCE_DATABASE_URL``, ...); no logic lives here.
+(``CONVERGENCE_BROKER_URL``, ``CONVERGENCE_DATABASE_URL``, ...), read once here; no logic lives
+here.
 """
 
 from __future__ import annotations
 
-from convergence.dispatch.celery_dispatch import make_celery
 from convergence.settings import load_settings
+from convergence.workers.app import make_worker_app
 
-app = make_celery(load_settings())
+app = make_worker_app(load_settings())

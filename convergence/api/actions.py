@@ -43,8 +43,8 @@ from convergence.api.stacks import (
     runtime,
 )
 from convergence.errors import Conflict
+from convergence.ports.views import RecordView, StackView, TemplateContent
 from convergence.runtime import Runtime
-from convergence.store.views import RecordView, StackView, TemplateContent
 from convergence.template import TemplateError
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])

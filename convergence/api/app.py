@@ -5,7 +5,7 @@ tests. :func:`create_app` takes a runtime built by ``convergence.runtime.open_ru
 no broker configured the runtime's work runs on the in-process dispatcher; the app then runs
 it on a background thread (:class:`DispatcherDriver`) for as long as the app is up (its
 lifespan), woken by the routes that start work, and heartbeats as an "api" worker
-(``convergence.heartbeat``) meanwhile.
+(``convergence.workers.heartbeat``) meanwhile.
 
 At start, a noauth app logs a warning (``convergence.api.auth.auth_warnings``). When the server
 stops, ``convergence api`` calls :func:`stop_streams` so that open event streams let it go.
@@ -39,10 +39,10 @@ from convergence.api.auth import Authenticator, auth_warnings, build_authenticat
 from convergence.api.stacks import router
 from convergence.background import Loop
 from convergence.dispatch.inprocess import InProcessDispatcher
-from convergence.heartbeat import Heartbeat, worker_info
 from convergence.logs import get_logger
+from convergence.ports.views import API
 from convergence.runtime import Runtime
-from convergence.store.worker_views import API
+from convergence.workers.heartbeat import Heartbeat, worker_info
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from convergence.errors import Conflict, InvalidParameter, NotFound, PreconditionFailed
-from convergence.store.errors import unreachable
 from convergence.template import TemplateError
 from convergence.template.errors import SYNTAX
 
@@ -128,8 +127,10 @@ def install(app: FastAPI) -> None:
         return error_response(code, _HTTP_TYPES.get(code, "HTTPError"), message, headers)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        if unreachable(exc):  # a restart, a failover: the client may try again shortly
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # The store tells its outages apart: a restart, a failover (the client may try again
+        # shortly).
+        if request.app.state.runtime.store.unreachable(exc):
             log.warning("the database is unavailable: %s", type(exc).__name__)
             return error_response(503, _HTTP_TYPES[503], "The database is unavailable for "
                                   "now. Try again.",

@@ -19,7 +19,8 @@ from __future__ import annotations
 from starlette.datastructures import QueryParams
 
 from convergence.api.errors import ApiError
-from convergence.store.event_pages import SORT_KEYS, EventQuery, sorts_by_type
+from convergence.ports.pages import EVENT_SORT_KEYS as SORT_KEYS
+from convergence.ports.pages import EventQuery, sorts_by_type
 
 
 def event_query(params: QueryParams, *, resource_name: str | None = None,

@@ -46,9 +46,9 @@ from starlette.types import Receive, Scope, Send
 from convergence import services
 from convergence.api import views
 from convergence.api.errors import ApiError
+from convergence.ports.pages import ResourcePage, ResourceQuery
+from convergence.ports.views import StackView
 from convergence.runtime import Runtime
-from convergence.store.resource_pages import ResourcePage, ResourceQuery
-from convergence.store.views import StackView
 
 CHUNK = 500  # resources per read (and per piece of a streamed answer)
 

@@ -6,7 +6,7 @@ Callers: ``convergence.api.app`` includes :data:`router` (under ``/v1/{tenant_id
 - ``GET /services``: ``{"services": [...]}``, one item per worker process (and API process
   stepping in-process) heard from in the last day, in Heat's shape (``id``, ``engine_id``,
   ``host``, ``hostname``, ``binary``, ``topic``, ``report_interval``, ``status`` up or down,
-  ``created_at``, ``updated_at``, ``deleted_at``); see ``convergence.heartbeat``.
+  ``created_at``, ``updated_at``, ``deleted_at``); see ``convergence.workers.heartbeat``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from convergence.api.auth import require_auth
-from convergence.heartbeat import list_services
 from convergence.runtime import Runtime
+from convergence.workers.heartbeat import list_services
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 

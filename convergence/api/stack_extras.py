@@ -45,9 +45,9 @@ from convergence.api.stacks import (
     runtime,
 )
 from convergence.errors import Conflict, NotFound
+from convergence.ports.pages import EventQuery
+from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
-from convergence.store.event_pages import EventQuery
-from convergence.store.views import EventView, RecordView, StackView
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 

@@ -29,10 +29,9 @@ from convergence.api import bodies, event_params, ops, resource_list, stream, vi
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError, Redirect
 from convergence.errors import Conflict, NotFound
+from convergence.ports.pages import EventQuery, ResourceQuery
+from convergence.ports.views import StackView, TemplateContent
 from convergence.runtime import Runtime
-from convergence.store.event_pages import EventQuery
-from convergence.store.resource_pages import ResourceQuery
-from convergence.store.views import StackView, TemplateContent
 from convergence.template import TemplateError, load_document
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])

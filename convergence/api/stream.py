@@ -46,8 +46,8 @@ from convergence import services
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.ports.views import EventView, StackView
 from convergence.runtime import Runtime
-from convergence.store.views import EventView, StackView
 
 HEARTBEAT_SECONDS = 15.0  # a ``: keepalive`` comment after this long without a message
 POLL_SECONDS = 0.1  # how often a waiting stream reads the log (events of other processes)

@@ -25,8 +25,8 @@ from convergence import webhooks
 from convergence.api import bodies
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.ports.views import SubscriptionView
 from convergence.runtime import Runtime
-from convergence.store.webhook_views import SubscriptionView
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 

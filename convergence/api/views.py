@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from convergence.store.views import EventView, RecordView, StackView
+from convergence.ports.views import EventView, RecordView, StackView
 
 
 def iso(ts: float | None) -> str | None:
@@ -92,7 +92,7 @@ def output_items(s: StackView) -> list[dict[str, Any]]:
 def current_records(records: Sequence[RecordView]) -> list[RecordView]:
     """One version per resource name: the one the stack uses (not one being replaced). The
     resource list asks the database for these a page at a time instead
-    (``convergence.store.resource_pages``)."""
+    (``Tx.resource_page``)."""
     best: dict[str, RecordView] = {}
     for r in records:
         held = best.get(r.name)
@@ -105,7 +105,7 @@ def resource_item(base: str, s: StackView, r: RecordView, required_by: Sequence[
                   detail: bool = False) -> dict[str, Any]:
     """A resource as Heat's resource list (or, with ``detail``, show) answers it.
     ``required_by``: the names of the records built on it, as the store reads them for a page
-    (``convergence.store.resource_pages.ResourcePage.users``)."""
+    (``convergence.ports.pages.ResourcePage.users``)."""
     stack_href = stack_url(base, s)
     out: dict[str, Any] = {
         "resource_name": r.name,

@@ -1,4 +1,14 @@
-"""The ``convergence`` command line. Thin: parses arguments, calls ``services``, prints.
+"""The ``convergence`` command line. Thin: parses arguments, calls a client, prints.
+
+Callers: the ``convergence`` console script and ``python -m convergence`` call :func:`main`;
+tests invoke :data:`cli` with click's runner. The root group names its commands as
+``"module:attribute"`` (``convergence.cli.lazy.LazyGroup``): a command's module is imported
+when it is run or listed, and the command modules import nothing heavy at module level, so
+``convergence --help`` loads neither the store, the engine nor the HTTP client, and a remote
+command (``--url`` / ``CONVERGENCE_URL``) never loads the store or the engine
+(``tests/cli/test_startup.py``; timings in ``benchmarks/cli_startup.py``). The stack commands
+speak to ``convergence.cli.client.StackClient``: embedded (``convergence.cli.local``, the use
+cases of ``convergence.services``) or remote (``convergence.cli.remote``, the API over HTTP).
 
 Exit codes: 0 success, 1 the input was refused (errors printed with their paths), 2 usage error.
 """
@@ -9,28 +19,22 @@ import os
 
 import click
 
-from convergence.cli.admin_cmd import admin
-from convergence.cli.api_cmd import api
-from convergence.cli.db_cmd import db
-from convergence.cli.demo_cmd import demo
-from convergence.cli.resource_cmd import (
-    failures,
-    mark,
-    mark_unhealthy,
-    resource_type,
-    stack_resource,
-)
-from convergence.cli.services_cmd import services
-from convergence.cli.stack_cmd import event, resource, resource_list, resource_show, stack
-from convergence.cli.stack_cmd import output as output_group  # not to hide cli.output
-from convergence.cli.stack_info_cmd import stack_environment, stack_file, stack_template
+from convergence.cli.lazy import LazyGroup
 from convergence.cli.state import DEFAULT_TENANT, CliState
-from convergence.cli.template_cmd import template
-from convergence.cli.worker_cmd import worker
-from convergence.logs import configure_logging
+
+_PKG = "convergence.cli"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             lazy_subcommands={
+                 "admin": f"{_PKG}.admin_cmd:admin", "api": f"{_PKG}.api_cmd:api",
+                 "db": f"{_PKG}.db_cmd:db", "demo": f"{_PKG}.demo_cmd:demo",
+                 "event": f"{_PKG}.groups:event", "output": f"{_PKG}.groups:output",
+                 "resource": f"{_PKG}.groups:resource",
+                 "services": f"{_PKG}.services_cmd:services",
+                 "stack": f"{_PKG}.groups:stack", "template": f"{_PKG}.template_cmd:template",
+                 "worker": f"{_PKG}.worker_cmd:worker",
+             })
 @click.version_option(package_name="convergence")
 @click.option("--url", envvar="CONVERGENCE_URL", metavar="URL",
               help="Talk to the API at URL (e.g. http://127.0.0.1:8004) instead of running "
@@ -38,34 +42,12 @@ from convergence.logs import configure_logging
 @click.pass_context
 def cli(ctx: click.Context, url: str | None) -> None:
     """Convergence: drive a cloud until it matches a Heat (HOT) template."""
+    from convergence.logs import configure_logging
+
     configure_logging("console")
     # The project (tenant) the stack commands work in: read here only, then passed down.
     ctx.obj = CliState(tenant=os.environ.get("CONVERGENCE_PROJECT_ID") or DEFAULT_TENANT,
                        url=url or None, token=os.environ.get("CONVERGENCE_TOKEN") or None)
-
-
-cli.add_command(template)
-cli.add_command(db)
-cli.add_command(worker)
-cli.add_command(stack)
-cli.add_command(resource)
-# heatclient's shapes: ``stack resource list|show|mark unhealthy``, ``stack template show``,
-# ``stack environment show``, ``stack file list``, ``stack failures list``; ``resource type
-# list|show`` and ``resource mark unhealthy`` (``mark-unhealthy`` too) beside ``resource list``.
-resource.add_command(resource_type)
-resource.add_command(mark)
-resource.add_command(mark_unhealthy, "mark-unhealthy")
-stack_resource.add_command(resource_list)
-stack_resource.add_command(resource_show)
-stack_resource.add_command(mark_unhealthy, "mark-unhealthy")
-for group in (stack_resource, stack_template, stack_environment, stack_file, failures):
-    stack.add_command(group)
-cli.add_command(event)
-cli.add_command(output_group)
-cli.add_command(demo)
-cli.add_command(api)
-cli.add_command(services)
-cli.add_command(admin)
 
 
 def main() -> None:

@@ -7,14 +7,16 @@ any request after. Crash recovery never needs it (the sweeper re-drives what a d
 left); it is for a human who decided a stack's current work must end now.
 
 It works on the database named by ``CONVERGENCE_DATABASE_URL``, in the project
-``CONVERGENCE_PROJECT_ID``, never through the API.
+``CONVERGENCE_PROJECT_ID``, never through the API: it calls ``convergence.services`` directly,
+not through ``convergence.cli.client``. Registered on the ``convergence`` group by
+``convergence.cli``.
 """
 
 from __future__ import annotations
 
 import click
 
-from convergence.cli.stack_cmd import report_errors
+from convergence.cli.common import report_errors
 from convergence.cli.state import CliState, pass_state
 
 

@@ -2,7 +2,8 @@
 
 An operator runs ``convergence db upgrade`` when rolling out a version against PostgreSQL; the
 embedded SQLite database migrates itself on start and needs no command, though this one
-works for it as well.
+works for it as well. Registered on the ``convergence`` group by ``convergence.cli``; the store
+(SQLAlchemy, Alembic) is imported when the command runs.
 """
 
 from __future__ import annotations

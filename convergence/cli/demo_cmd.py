@@ -7,7 +7,10 @@ deletes it. Each phase shows the live progress, the events it produced and a sum
 (resources created, updated, replaced, deleted; the outputs).
 
 Always the embedded default (in-process dispatcher), against a throwaway SQLite database in
-a temporary folder unless ``--database-url`` is given, so it never touches the user's stacks.
+a temporary folder unless ``--database-url`` is given, so it never touches the user's stacks:
+it opens a runtime of its own and calls ``convergence.services`` on it (not
+``convergence.cli.client``), imported when it runs. Registered on the ``convergence`` group by
+``convergence.cli``.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
-from convergence import services
 from convergence.cli import output as out
+from convergence.cli.common import read_input, report_errors
 from convergence.cli.progress import make_view, run_to_end
-from convergence.cli.stack_cmd import read_input, report_errors
-from convergence.runtime import Runtime, open_runtime
-from convergence.settings import Settings
-from convergence.store.views import EventView, StackView
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from convergence.ports.views import EventView, StackView
+    from convergence.runtime import Runtime
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TEMPLATE = "web-stack.yaml"
@@ -59,6 +64,9 @@ def demo(database_url: str | None, examples_dir: Path) -> None:
 
 
 def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
+    from convergence import services
+    from convergence.runtime import open_runtime
+    from convergence.settings import Settings
     from convergence.store.db import redacted_url
 
     rt = open_runtime(Settings(database_url=url))  # no broker: the embedded engine
@@ -100,6 +108,8 @@ def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
 
 def _free_name(rt: Runtime) -> str:
     """The demo's stack name, made unique when a given database already has one."""
+    from convergence import services
+
     taken = {s.name for s in services.list_stacks(rt, TENANT)}
     name, n = STACK, 1
     while name in taken:
@@ -114,6 +124,8 @@ def _phase(con: Console, n: int, title: str) -> None:
 
 def _follow(rt: Runtime, con: Console, accepted: StackView, *, outputs: bool = True) -> bool:
     """Run one request to its end, then show its events and a summary; True if it completed."""
+    from convergence import services
+
     before = max((e.id for e in services.list_events(rt, TENANT, accepted.id)
                   if e.generation < accepted.generation), default=0)
     stack = run_to_end(rt, TENANT, accepted.id, view=make_view(con))

@@ -1,6 +1,6 @@
 """What a client sends with a template: the files it references, and nothing else.
 
-Callers: ``convergence.cli.stack_cmd.read_input`` (``stack create|update``, their
+Callers: ``convergence.cli.common.read_input`` (``stack create|update``, their
 ``--dry-run`` previews, the demo) and ``convergence template validate``, in embedded and remote
 mode alike. As heatclient's
 ``template_utils`` does, :func:`sent_files` follows references recursively and reads only what

@@ -2,13 +2,16 @@
 ``--sort KEY[:asc|desc][,KEY[:asc|desc]]``, ``--limit``; and the rows sorted, filtered and cut
 as the client does it (osc_lib's ``sort_items``).
 
-Callers: ``convergence.cli.stack_cmd`` (``stack list``, ``resource list``),
-``convergence.cli.resource_cmd`` (``resource type list``) and ``convergence.cli.backend``.
+Callers: ``convergence.cli.stack_read_cmd`` (``stack list``), ``convergence.cli.resource_cmd``
+(``resource list``, ``resource type list``), ``convergence.cli.event_cmd`` (``event list``)
+and the two clients (``convergence.cli.local``, ``convergence.cli.remote``).
 
 A resource list is a page of rows the client makes: :class:`ResourceListing` holds what was
-asked for; the remote backend sends the filters to the API (Heat's resource list takes them)
+asked for; the remote client sends the filters to the API (Heat's resource list takes them)
 and sorts and cuts the rows here, the embedded one does all three here
-(:func:`page_resources`) over the stack's records.
+(:func:`page_resources`) over the stack's records. An event list is paged where the events
+are: :class:`EventListing` is the page asked for, sent to the API as its query string or
+handed to the store as its query.
 """
 
 from __future__ import annotations
@@ -89,6 +92,40 @@ class ResourceListing:
             params["nested_depth"] = self.nested_depth
         if self.with_detail:
             params["with_detail"] = "true"
+        return params
+
+
+# Heat's event list filters: the keys of its query string.
+EVENT_FILTERS = ("resource_name", "resource_action", "resource_status", "resource_type",
+                 "physical_resource_id")
+
+
+@dataclass(frozen=True, slots=True)
+class EventListing:
+    """What ``event list`` asks for: Heat's filters (each key with the values given), the
+    order, a marker and at most ``limit`` events; paged where the events are (the store, or
+    the API, which pages the same way)."""
+
+    filters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sort_keys: tuple[str, ...] = ()
+    descending: bool = False
+    limit: int | None = None
+    marker: int | None = None
+    nested_depth: int | None = None
+
+    def query(self) -> dict[str, Any]:
+        """The query string of Heat's event list."""
+        params: dict[str, Any] = {"sort_dir": "desc" if self.descending else "asc",
+                                  **{k: list(self.filters[k]) for k in EVENT_FILTERS
+                                     if self.filters.get(k)}}
+        if self.sort_keys:
+            params["sort_keys"] = list(self.sort_keys)
+        if self.limit is not None:
+            params["limit"] = self.limit
+        if self.marker is not None:
+            params["marker"] = self.marker
+        if self.nested_depth is not None:
+            params["nested_depth"] = self.nested_depth
         return params
 
 

@@ -1,7 +1,7 @@
 """How the CLI shows stacks, resources, events and outputs: Heat's field names, five formats.
 
-Callers: ``convergence.cli.stack_cmd``, ``convergence.cli.resource_cmd``,
-``convergence.cli.stack_info_cmd`` and ``convergence.cli.demo_cmd``. The ``*_fields``
+Callers: every command module of ``convergence.cli`` and the two clients
+(``convergence.cli.local``, ``convergence.cli.remote``). The ``*_fields``
 functions turn the store's views into plain dicts keyed by Heat's API field names
 (``stack_name``, ``stack_status``, ``resource_status_reason``, ``event_time``, ...) plus our
 extensions (``generation``, ``observed_generation``), so that ``-f json`` and ``-f yaml`` are
@@ -12,6 +12,9 @@ line (a show command: a value a line); ``-f csv`` a quoted header row, then the 
 (repeatable) keeps those columns (a show command: those fields), in the command's order. A
 column is named by its header or its field (``-c "Stack Name"``, ``-c stack_name``), and any
 field of the rows may be named, shown in the table or not (``-c description``).
+
+Imported when the command tree is built (for ``-f``/``-c``): ``rich``, ``yaml`` and the API's
+Heat shapes (``convergence.api.views``) are imported by the functions that print.
 """
 
 from __future__ import annotations
@@ -20,18 +23,16 @@ import csv
 import io
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
-import yaml
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from convergence.api.views import iso as iso
-from convergence.api.views import output_items as output_items
-from convergence.store.views import EventView, RecordView, StackView
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from convergence.ports.views import EventView, RecordView, StackView
 
 Format = Literal["table", "json", "yaml", "value", "csv"]
 FORMATS = ("table", "json", "yaml", "value", "csv")
@@ -81,6 +82,8 @@ OUTPUT_COLUMNS = (("output_key", "Output Key"), ("description", "Description"))
 
 def console(*, stderr: bool = False) -> Console:
     """A console on the current stdout (or stderr); wide and plain when not a terminal."""
+    from rich.console import Console
+
     probe = Console(stderr=stderr)
     if probe.is_terminal:
         return probe
@@ -88,6 +91,20 @@ def console(*, stderr: bool = False) -> Console:
 
 
 # Views -> Heat-shaped dicts ------------------------------------------------------------------
+
+def iso(ts: float | None) -> str | None:
+    """Heat's time format (``convergence.api.views.iso``)."""
+    from convergence.api.views import iso as heat_iso
+
+    return heat_iso(ts)
+
+
+def output_items(s: StackView) -> list[dict[str, Any]]:
+    """Heat's outputs of a stack (``convergence.api.views.output_items``)."""
+    from convergence.api.views import output_items as heat_outputs
+
+    return heat_outputs(s)
+
 
 def stack_fields(s: StackView) -> dict[str, Any]:
     """A stack as ``stack list`` shows it (Heat's basic keys, plus the generations)."""
@@ -193,6 +210,9 @@ def event_line(e: EventView) -> str:
 # Rendering -----------------------------------------------------------------------------------
 
 def _cell(value: Any) -> Text:
+    import yaml
+    from rich.text import Text
+
     if value is None:
         return Text("")
     if isinstance(value, str):
@@ -219,10 +239,15 @@ def _plain(value: Any) -> Any:
 def dump(data: Any, fmt: Format) -> str:
     if fmt == "json":
         return json.dumps(data, indent=2, default=str)
+    import yaml
+
     return yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False).rstrip()
 
 
 def _table(con: Console) -> Table:
+    from rich import box
+    from rich.table import Table
+
     return Table(box=box.SQUARE if con.is_terminal else box.ASCII, show_lines=False,
                  header_style="bold" if con.is_terminal else None)
 
@@ -321,6 +346,8 @@ def emit_record(record: Mapping[str, Any], fmt: Format) -> None:
         return
     con = console()
     table = _table(con)
+    from rich.text import Text
+
     table.add_column("Field", no_wrap=True)
     table.add_column("Value", overflow="fold")
     for key, value in chosen.items():

@@ -1,7 +1,7 @@
 """``--parameter-file KEY=FILE``: a parameter whose value is a file's content, as heatclient
 reads it (``heatclient.common.utils.format_parameter_file``).
 
-Callers: ``convergence.cli.stack_cmd`` (``stack create|update``, with or without
+Callers: ``convergence.cli.stack_write_cmd`` (``stack create|update``, with or without
 ``--dry-run``). A relative FILE is read relative to the template's folder, as heatclient
 resolves it against the template's URL (relative to the current folder when no template is
 given: ``stack update --existing``). A file that is not UTF-8 text is sent base64-encoded, as

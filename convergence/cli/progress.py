@@ -1,7 +1,9 @@
 """Running a stack's work to its end from the CLI, and showing it as it happens.
 
-Callers: ``convergence.cli.stack_cmd`` (``--wait``, and every command in embedded mode) and
-``convergence.cli.demo_cmd``.
+Callers: ``convergence.cli.local`` (``--wait``, and every command in embedded mode), the views
+also ``convergence.cli.follow`` and ``convergence.cli.remote`` (remote ``--wait``), and
+``convergence.cli.demo_cmd``. The views import nothing heavy; running a stack's work imports
+``convergence.services`` when it is called.
 
 In embedded mode (no broker) the in-process dispatcher runs in the CLI's own process, so a
 command that starts work drives it to the end through ``services.wait_for_stack``, holding the
@@ -22,14 +24,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from convergence import services
-from convergence.runtime import Runtime
-from convergence.store.views import RecordView, StackView
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from convergence.ports.views import RecordView, StackView
+    from convergence.runtime import Runtime
 
 # Seconds between two looks at the records while waiting (the stack itself is read anyway).
 REFRESH_SECONDS = 0.1
@@ -38,11 +41,13 @@ RESUME_SECONDS = 1.0
 # Plain progress lines (not a terminal): at most one every this many seconds.
 PLAIN_SECONDS = 2.0
 _MAX_SHOWN = 3
+# The statuses a request ends in (``services.TERMINAL``).
+TERMINAL = ("COMPLETE", "FAILED")
 
 
 def settled(s: StackView) -> bool:
     """The stack's latest request has finished (successfully or not)."""
-    return s.status in services.TERMINAL and s.observed_generation == s.generation
+    return s.status in TERMINAL and s.observed_generation == s.generation
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,14 @@ class BarView(View):
     """A live rich progress bar (on a terminal)."""
 
     def __init__(self, con: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self._progress = Progress(
             TextColumn("{task.fields[status]}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[busy]}"), TimeElapsedColumn(), console=con,
@@ -174,6 +187,8 @@ class Watcher:
         if not force and now < self._next and not settled(stack):
             return
         self._next = now + REFRESH_SECONDS
+        from convergence import services
+
         records = services.list_resources(self._rt, self._tenant, stack.id)
         self._view.show(self._tracker.snapshot(stack, records))
 
@@ -187,6 +202,8 @@ def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = N
     events from it). KeyboardInterrupt leaves the stack in progress (and lets go of it), to
     be resumed later.
     """
+    from convergence import services
+
     if rt.inprocess is None:
         return _run(rt, tenant, stack_id, view or View(), extra)
     with services.holding(rt, stack_id):
@@ -195,6 +212,8 @@ def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = N
 
 def _run(rt: Runtime, tenant: str, stack_id: str, view: View,
          extra: Callable[[StackView], None] | None) -> StackView:
+    from convergence import services
+
     watcher = Watcher(rt, tenant, view, extra)
     try:
         while True:
@@ -218,6 +237,10 @@ def settle(rt: Runtime, tenant: str, stack: StackView) -> StackView:
     A request another live process is driving is left to it: the stack is returned as it is
     now, at once. With a broker the workers finish it; the stack is returned as it is.
     """
+    from rich.console import Console
+
+    from convergence import services
+
     if rt.inprocess is None or settled(stack) or not services.abandoned(rt, stack):
         return stack
     with services.holding(rt, stack.id) as held:

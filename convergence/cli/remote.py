@@ -1,137 +1,52 @@
-"""The CLI's remote mode: the stack commands talk to a ``convergence api`` (or Heat) over HTTP.
+"""The CLI's remote mode: the commands talk to a ``convergence api`` (or Heat) over HTTP.
 
 Callers: ``convergence.cli.state.CliState.remote`` builds one :class:`RemoteClient` per
-invocation when ``--url`` (or ``CONVERGENCE_URL``) is given; ``convergence.cli.stack_cmd`` and
-``convergence.cli.template_cmd`` then call it instead of ``convergence.services``.
+invocation when ``--url`` (or ``CONVERGENCE_URL``) is given, and
+``convergence.cli.client.open_client`` hands it to the commands: it is one of the two
+implementations of ``convergence.cli.client.StackClient`` (the other is
+``convergence.cli.local.LocalClient``). Only this module, ``heat_json`` and the light CLI
+modules are imported in remote mode: no store, engine or use case.
 
 The client speaks Heat's orchestration API v1 under ``<url>/v1/<tenant>`` with httpx, sending
-``CONVERGENCE_TOKEN`` as ``X-Auth-Token``. Stacks and events come back as the store's
-:class:`StackView` and :class:`EventView` (built from Heat's JSON) so that the output layer
-prints them as in embedded mode; resources come back as the dicts ``output.resource_fields`` /
-``output.resource_detail`` produce, and the other answers as the CLI shows them (it is one
-of the two implementations of ``convergence.cli.backend.Backend``). Waiting (``--wait``,
-``event list --follow``) reads the events watch stream (Server-Sent Events,
+``CONVERGENCE_TOKEN`` as ``X-Auth-Token``; ``convergence.cli.heat_json`` turns the answers into
+the views and rows the output layer prints. Requests return at once; following one
+(``--wait``) and ``event list --follow`` read the events watch stream (Server-Sent Events,
 ``GET .../events?watch=true``): no polling.
-
-Errors the API answers (Heat's error JSON) raise :class:`RemoteError`: one ``Error:`` line per
-line of the message, exit code 1.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import IO, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import click
 import httpx
 
 from convergence.cli import output as out
-from convergence.cli.listing import ResourceListing, cut
-from convergence.stack_pages import StackQuery
-from convergence.store.views import EventView, StackView
+from convergence.cli.client import STACK_TYPE, Refused, Request
+from convergence.cli.common import EXIT_INTERRUPTED, interruptible
+from convergence.cli.heat_json import (
+    RemoteError,
+    api_error,
+    environment_body,
+    event_view,
+    resource_fields,
+    sse_messages,
+    stack_view,
+)
+from convergence.cli.listing import EventListing, ResourceListing, cut
+from convergence.cli.progress import TERMINAL, Snapshot, View, settled
+from convergence.ports.views import EventView, StackView
 
-STACK_TYPE = "OS::Heat::Stack"
-TERMINAL = ("COMPLETE", "FAILED")
+if TYPE_CHECKING:
+    from convergence.stack_pages import StackQuery
+
 TIMEOUT = 30.0  # seconds for an ordinary request
 STREAM_READ_TIMEOUT = 120.0  # the stream sends a keepalive every 15 s
-
-
-class RemoteError(click.ClickException):
-    """An error answered by the API (or no answer at all): each line of it as ``Error:``."""
-
-    def __init__(self, message: str, *, code: int | None = None,
-                 type_: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.type = type_
-
-    @property
-    def lines(self) -> list[str]:
-        return [line for line in self.message.splitlines() if line.strip()] or [self.message]
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        for line in self.lines:
-            click.echo(f"Error: {line}", err=True)
-
-
-def _ts(value: Any) -> float | None:
-    """Heat's ``2024-05-01T12:00:00Z`` as a POSIX timestamp."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
-def _split_status(value: Any) -> tuple[str, str]:
-    """``CREATE_IN_PROGRESS`` -> (``CREATE``, ``IN_PROGRESS``) (actions have no underscore)."""
-    text = str(value or "")
-    action, _, status = text.partition("_")
-    return action, status
-
-
-def stack_view(data: Mapping[str, Any], tenant: str) -> StackView:
-    """A stack of Heat's JSON (list or show) as the store's view."""
-    action, status = _split_status(data.get("stack_status"))
-    outputs: dict[str, Any] = {}
-    for item in data.get("outputs") or []:
-        value: dict[str, Any] = {"value": item.get("output_value"),
-                                 "description": item.get("description") or ""}
-        if item.get("output_error"):
-            value["error"] = item["output_error"]
-        outputs[str(item.get("output_key"))] = value
-    generation = int(data.get("generation") or 0)
-    return StackView(
-        id=str(data.get("id")), name=str(data.get("stack_name")), tenant=tenant,
-        generation=generation,
-        observed_generation=int(data.get("observed_generation") or generation),
-        traversal_id=None, template_id=None, rollback_template_id=None,
-        action=action, status=status,
-        status_reason=str(data.get("stack_status_reason") or ""), outputs=outputs,
-        timeout_mins=data.get("timeout_mins"),
-        disable_rollback=bool(data.get("disable_rollback", False)),  # rollback is the default
-        created_at=_ts(data.get("creation_time")) or 0.0,
-        updated_at=_ts(data.get("updated_time")) or _ts(data.get("creation_time")) or 0.0,
-        deleted_at=_ts(data.get("deletion_time")))
-
-
-def event_view(data: Mapping[str, Any], stack: StackView, kind: str | None = None) -> EventView:
-    """An event of Heat's JSON as the store's view (stack-level ones typed OS::Heat::Stack)."""
-    action, status = _split_status(data.get("resource_status"))
-    name = str(data.get("resource_name") or "")
-    physical = str(data.get("physical_resource_id") or "") or None
-    is_stack = kind == "stack.status" if kind is not None else \
-        (name == stack.name and physical == stack.id)
-    return EventView(
-        id=int(data.get("id") or 0), stack_id=stack.id,
-        generation=int(data.get("generation") or 0), resource_name=name,
-        physical_resource_id=physical,
-        resource_type=STACK_TYPE if is_stack else str(data.get("resource_type") or ""),
-        action=action, status=status, reason=str(data.get("resource_status_reason") or ""),
-        created_at=_ts(data.get("event_time")) or 0.0)
-
-
-_RESOURCE_KEYS = ("resource_name", "physical_resource_id", "resource_type", "resource_status",
-                  "resource_status_reason", "updated_time")
-_RESOURCE_DETAIL_KEYS = ("logical_resource_id", "creation_time", "required_by", "attributes")
-
-
-def resource_fields(data: Mapping[str, Any], *, detail: bool = False) -> dict[str, Any]:
-    """A resource of Heat's JSON with the keys ``output.resource_fields`` (or ``_detail``) has."""
-    keys = _RESOURCE_KEYS + (_RESOURCE_DETAIL_KEYS if detail else ())
-    return {k: data.get(k) for k in keys}
-
-
-def is_settled(s: StackView) -> bool:
-    return s.status in TERMINAL and s.observed_generation == s.generation
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,18 +56,14 @@ class Progress:
     stack: StackView
     resources: Mapping[str, str] = field(default_factory=dict)  # name -> status
 
-
-def _environment_body(envs: Sequence[Any]) -> dict[str, Any]:
-    """Environments in order: all but the last as files named in ``environment_files``."""
-    body: dict[str, Any] = {}
-    if not envs:
-        return body
-    extra = {f"environment-{i}.json": json.dumps(env) for i, env in enumerate(envs[:-1])}
-    if extra:
-        body["environment_files"] = list(extra)
-        body["files_extra"] = extra
-    body["environment"] = envs[-1]
-    return body
+    def snapshot(self) -> Snapshot:
+        """As the progress views show it."""
+        done = sum(1 for status in self.resources.values() if status.endswith("_COMPLETE"))
+        if settled(self.stack) and self.stack.status == "COMPLETE":
+            done = len(self.resources)
+        busy = tuple(sorted(n for n, status in self.resources.items()
+                            if status.endswith("_IN_PROGRESS")))
+        return Snapshot(self.stack, len(self.resources), done, busy)
 
 
 class RemoteClient:
@@ -180,7 +91,7 @@ class RemoteClient:
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: {exc or type(exc).__name__}") from None
         if response.status_code >= 400:
-            raise _api_error(response)
+            raise api_error(response)
         return response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -201,7 +112,7 @@ class RemoteClient:
         body: dict[str, Any] = {}
         if text is not None:
             body["template"] = text
-        env = _environment_body(envs)
+        env = environment_body(envs)
         all_files = {**files, **env.pop("files_extra", {})}
         if all_files:
             body["files"] = all_files
@@ -216,45 +127,9 @@ class RemoteClient:
         data = self._json("GET", f"/stacks/{quote(name_or_id, safe='')}")
         return stack_view(data["stack"], self.tenant)
 
-    def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
-                     environments: Sequence[Any], parameters: Mapping[str, Any],
-                     timeout_mins: int | None, disable_rollback: bool) -> StackView:
-        body = self._body(text, files, environments, parameters)
-        body.update(stack_name=name, disable_rollback=disable_rollback)
-        if timeout_mins is not None:
-            body["timeout_mins"] = timeout_mins
-        data = self._json("POST", "/stacks", json=body)
-        return self.get_stack(str(data["stack"]["id"]))
-
-    def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
-                     environments: Sequence[Any], parameters: Mapping[str, Any] | None,
-                     existing: bool, timeout_mins: int | None,
-                     disable_rollback: bool | None = None) -> StackView:
-        """``disable_rollback`` None: not sent, the stack keeps its setting."""
-        current = self.get_stack(name)
-        body = self._body(text, files or {}, environments, parameters or {})
-        if timeout_mins is not None:
-            body["timeout_mins"] = timeout_mins
-        if disable_rollback is not None:
-            body["disable_rollback"] = disable_rollback
-        self._json("PATCH" if existing else "PUT", self._path(current), json=body)
-        return self.get_stack(current.id)
-
-    def cancel_stack(self, s: StackView, *, rollback: bool = True) -> StackView:
-        """Heat's ``cancel_update`` (``rollback``) or ``cancel_without_rollback`` action."""
-        action = "cancel_update" if rollback else "cancel_without_rollback"
-        self._request("POST", f"{self._path(s)}/actions", json={action: None})
-        return self.get_stack(s.id)
-
-    def delete_stack(self, name: str) -> StackView:
-        current = self.get_stack(name)
-        self._request("DELETE", self._path(current))
-        try:
-            return self.get_stack(current.id)
-        except RemoteError as exc:
-            if exc.code != 404:
-                raise
-            return replace(current, action="DELETE", status="COMPLETE")
+    def find_stack(self, name: str) -> StackView:
+        """The stack as the API shows it now (its work is the server's)."""
+        return self.get_stack(name)
 
     def last_event_id(self, s: StackView) -> int:
         data = self._json("GET", f"{self._path(s)}/events",
@@ -262,11 +137,72 @@ class RemoteClient:
         events = data.get("events") or []
         return int(events[0]["id"]) if events else 0
 
-    # Under a stack -----------------------------------------------------------------------
+    def _watched(self, name: str, watch: bool) -> tuple[StackView, int]:
+        """The stack a request is about, and (when it is to be followed) its last event id."""
+        current = self.get_stack(name)
+        return current, self.last_event_id(current) if watch else 0
 
-    def show_resource(self, s: StackView, resource_name: str) -> dict[str, Any]:
-        data = self._json("GET", f"{self._path(s)}/resources/{quote(resource_name, safe='')}")
-        return resource_fields(data["resource"], detail=True)
+    def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
+                     environments: Sequence[Any], parameters: Mapping[str, Any],
+                     timeout_mins: int | None, disable_rollback: bool) -> Request:
+        body = self._body(text, files, environments, parameters)
+        body.update(stack_name=name, disable_rollback=disable_rollback)
+        if timeout_mins is not None:
+            body["timeout_mins"] = timeout_mins
+        data = self._json("POST", "/stacks", json=body)
+        return Request(self.get_stack(str(data["stack"]["id"])))
+
+    def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
+                     environments: Sequence[Any], parameters: Mapping[str, Any] | None,
+                     existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
+                     watch: bool) -> Request:
+        """``PUT`` (a new template) or ``PATCH`` (``existing``); ``disable_rollback`` None:
+        not sent, the stack keeps its setting."""
+        current, after = self._watched(name, watch)
+        body = self._body(text, files or {}, environments, parameters or {})
+        if timeout_mins is not None:
+            body["timeout_mins"] = timeout_mins
+        if disable_rollback is not None:
+            body["disable_rollback"] = disable_rollback
+        self._json("PATCH" if existing else "PUT", self._path(current), json=body)
+        return Request(self.get_stack(current.id), after)
+
+    def cancel_stack(self, name: str, *, rollback: bool, watch: bool) -> Request:
+        """Heat's ``cancel_update`` (``rollback``) or ``cancel_without_rollback`` action."""
+        current, after = self._watched(name, watch)
+        action = "cancel_update" if rollback else "cancel_without_rollback"
+        self._request("POST", f"{self._path(current)}/actions", json={action: None})
+        return Request(self.get_stack(current.id), after)
+
+    def delete_stack(self, name: str, *, watch: bool) -> Request:
+        current, after = self._watched(name, watch)
+        self._request("DELETE", self._path(current))
+        try:
+            return Request(self.get_stack(current.id), after)
+        except RemoteError as exc:
+            if exc.code != 404:
+                raise
+            return Request(replace(current, action="DELETE", status="COMPLETE"), after)
+
+    def follows(self, wait: bool) -> bool:
+        return wait  # the server does the work: only --wait follows it
+
+    def follow(self, request: Request, view: View | None) -> StackView:
+        """Follow the request on the watch stream until it finished."""
+        view = view or View()
+        shown = view
+        try:
+            with interruptible(f"\nStopped waiting; the server goes on with stack "
+                               f"{request.stack.name}."):
+                return self.wait(request.stack, request.after,
+                                 lambda _, p: shown.show(p.snapshot()))
+        finally:
+            view.close()
+
+    def stack_events(self, s: StackView) -> list[EventView]:
+        return self.list_events(s)
+
+    # Events ------------------------------------------------------------------------------
 
     def list_events(self, s: StackView, after: int = 0,
                     query: Mapping[str, Any] | None = None) -> list[EventView]:
@@ -280,9 +216,31 @@ class RemoteClient:
         data = self._json("GET", f"{self._path(s)}/events", params=params)
         return [event_view(e, s) for e in data.get("events", [])]
 
-    def show_output(self, s: StackView, key: str) -> dict[str, Any]:
-        data = self._json("GET", f"{self._path(s)}/outputs/{quote(key, safe='')}")
-        return dict(data["output"])
+    def event_page(self, s: StackView, listing: EventListing) -> list[EventView]:
+        return self.list_events(s, query=listing.query())
+
+    def follow_events(self, name: str, listing: EventListing,
+                      on_event: Callable[[EventView], None]) -> None:
+        """The stack's events, then (while its request runs) the watch stream until the
+        request ends, then the events sent after the one that ended it."""
+        s = self.get_stack(name)
+        if settled(s):
+            for e in self.list_events(s, query=listing.query()):
+                on_event(e)
+            return
+        last = 0
+
+        def emit(e: EventView, _: Progress) -> None:
+            nonlocal last
+            on_event(e)
+            last = e.id
+
+        try:
+            self.wait(s, 0, emit)
+        except KeyboardInterrupt:
+            sys.exit(EXIT_INTERRUPTED)
+        for e in self.list_events(s, after=last):
+            on_event(e)
 
     # What a stack was made from ----------------------------------------------------------
 
@@ -387,12 +345,44 @@ class RemoteClient:
         return dict(self._json("GET", f"/resource_types/{quote(type_name, safe='')}/template",
                                params={"template_type": template_type}))
 
+    def resource_detail(self, s: StackView, resource_name: str) -> dict[str, Any]:
+        data = self._json("GET", f"{self._path(s)}/resources/{quote(resource_name, safe='')}")
+        return resource_fields(data["resource"], detail=True)
+
+    # The engine itself -------------------------------------------------------------------
+
     def validate_template(self, text: str, *, files: Mapping[str, str],
                           environments: Sequence[Any],
                           parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``POST /validate``: Heat's answer; a refusal raises RemoteError."""
         body = self._body(text, files, environments, parameters or {})
         result: dict[str, Any] = self._json("POST", "/validate", json=body)
         return result
+
+    def validate(self, file: Path, *, root: Path, env_files: Sequence[Path],
+                 params: Sequence[str]) -> dict[str, Any]:
+        """The template with the files it references (the API takes it without a key of its
+        own); a refusal (the API's or this side's, reading the files) raises Refused."""
+        from convergence.cli.files import parse_params, sent_files
+        from convergence.template import TemplateError
+
+        try:
+            files, environments = sent_files(file, file.read_bytes(), env_files, root,
+                                             location=None)
+            return self.validate_template(
+                file.read_text(encoding="utf-8"), files=files, environments=environments,
+                parameters=parse_params(params) if params else None)
+        except TemplateError as exc:
+            raise Refused([str(p) for p in exc.problems],
+                          [{"path": p.path, "message": p.message, "kind": p.kind}
+                           for p in exc.problems]) from None
+        except RemoteError as exc:
+            if exc.type not in ("StackValidationFailed", "RequestLimitExceeded"):
+                raise
+            raise Refused(exc.lines, [{"message": line} for line in exc.lines]) from None
+
+    def list_services(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/services").get("services", []))
 
     # The watch stream --------------------------------------------------------------------
 
@@ -406,8 +396,8 @@ class RemoteClient:
                                    timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise _api_error(response)
-                for kind, data in _sse(response.iter_lines()):
+                    raise api_error(response)
+                for kind, data in sse_messages(response.iter_lines()):
                     yield event_view(json.loads(data), s, kind)
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: {exc or type(exc).__name__}") from None
@@ -428,7 +418,7 @@ class RemoteClient:
             if on_event is not None:
                 on_event(e, Progress(stack, dict(resources)))
 
-        if is_settled(s):  # already over: show what happened, without waiting
+        if settled(s):  # already over: show what happened, without waiting
             for e in self.list_events(s, after):
                 seen(e)
             return s
@@ -441,43 +431,8 @@ class RemoteClient:
                     if exc.code == 404 and e.action == "DELETE":
                         return stack  # gone: deleted
                     raise
-                if is_settled(current):
+                if settled(current):
                     return current
         return stack  # pragma: no cover - the stream only ends when the server goes
 
 
-def _sse(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
-    """(event type, data) of each Server-Sent Events message; comments and retries skipped."""
-    kind, data = "message", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                yield kind, "\n".join(data)
-            kind, data = "message", list[str]()
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "event":
-            kind = value
-        elif name == "data":
-            data.append(value)
-
-
-def _api_error(response: httpx.Response) -> RemoteError:
-    """Heat's error JSON (``error.message``) as a RemoteError; else the status line."""
-    message, type_ = "", None
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping):
-            message = str(error.get("message") or "")
-            type_ = str(error.get("type") or "") or None
-        message = message or str(body.get("explanation") or body.get("title") or "")
-    if not message:
-        message = f"{response.status_code} {response.reason_phrase}"
-    return RemoteError(message, code=response.status_code, type_=type_)

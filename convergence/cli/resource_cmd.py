@@ -1,12 +1,14 @@
-"""``convergence resource type list|show``, ``resource mark unhealthy`` and ``stack failures
-list``: the plugin registry's types, a resource's health, and what failed in a stack.
+"""``convergence resource list|show``, ``resource type list|show``, ``resource mark unhealthy``
+and ``stack failures list``: a stack's resources, the engine's types, a resource's health, and
+what failed in a stack.
 
-Shaped like heatclient's ``openstack orchestration resource type list|show``,
-``openstack stack resource mark unhealthy`` and ``openstack stack failures list``, with their
-option names and columns. Registered by ``convergence.cli`` (on the ``resource`` group, and a
-``stack resource`` group beside ``stack resources``); written against
-``convergence.cli.backend``, so that each works in embedded and remote mode alike. The
-resource type commands read the plugin registry only: in embedded mode they open no database.
+Shaped like heatclient's ``openstack stack resource list [--filter --sort --limit --long]|
+show``, ``openstack orchestration resource type list|show``, ``openstack stack resource mark
+unhealthy`` and ``openstack stack failures list``, with their option names and columns.
+Registered by ``convergence.cli.groups`` (on the ``resource`` group, as ``stack resources``,
+and a ``stack resource`` group); written against ``convergence.cli.client.StackClient``, so
+that each works in embedded and remote mode alike. The resource type commands read the plugin
+registry only: in embedded mode they open no database.
 
 ``stack failures list`` is computed here, as heatclient computes it: the stack's resources in a
 ``*_FAILED`` state with their status reasons, walking into the nested stack of a failed
@@ -16,20 +18,75 @@ resource that has one (and showing the failed resources found there instead of i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from convergence.cli import output as out
-from convergence.cli.backend import Backend, open_backend
-from convergence.cli.listing import ResourceListing, parse_filters, sort_rows
-from convergence.cli.stack_cmd import _stack, report_errors
-from convergence.cli.state import CliState, pass_state
-from convergence.store.views import StackView
+from convergence.cli.client import StackClient
+from convergence.cli.common import report_errors
+from convergence.cli.listing import (
+    RESOURCE_FILTERS,
+    RESOURCE_SORT_KEYS,
+    ResourceListing,
+    parse_filters,
+    parse_sorts,
+    sort_rows,
+)
+from convergence.cli.state import CliState, open_client, pass_state
+
+if TYPE_CHECKING:
+    from convergence.ports.views import StackView
 
 TYPE_FILTERS = ("name", "version", "support_status")
 TEMPLATE_TYPES = ("hot", "cfn")
 REASON_LINES = 10  # the last lines of a status reason shown without --long (heatclient's)
+
+
+# resource list|show --------------------------------------------------------------------------
+
+@click.command("list")
+@click.argument("name")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE",
+              help="Only the resources whose KEY is VALUE (KEY: name, status, action, type, "
+                   "id, physical_resource_id; a status matches FAILED or CREATE_FAILED); "
+                   "several values of a key: any of them.")
+@click.option("--sort", "sorts", multiple=True, metavar="KEY[:asc|desc]",
+              help="Order by KEY (resource_name, resource_type, resource_status, "
+                   "updated_time, physical_resource_id); several keys: repeat, or separate "
+                   "with commas.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many resources.")
+@click.option("--long", "long_", is_flag=True, help="Show each resource's stack too.")
+@click.option("-n", "--nested-depth", type=click.IntRange(min=0), metavar="DEPTH",
+              help="The resources of nested stacks this deep too (none here yet).")
+@out.format_option
+@pass_state
+@report_errors
+def resource_list(state: CliState, name: str, filters: tuple[str, ...], sorts: tuple[str, ...],
+                  limit: int | None, long_: bool, nested_depth: int | None,
+                  fmt: out.Format) -> None:
+    """List the resources of stack NAME."""
+    listing = ResourceListing(filters=parse_filters(filters, RESOURCE_FILTERS),
+                              sorts=tuple(parse_sorts(sorts, RESOURCE_SORT_KEYS)),
+                              limit=limit, nested_depth=nested_depth, with_detail=long_)
+    client = open_client(state)
+    s = client.find_stack(name)
+    columns = list(out.RESOURCE_COLUMNS)
+    if long_ or nested_depth:
+        columns.append(("stack_name", "Stack Name"))
+    out.emit_list(client.resource_rows(s, listing), columns, fmt)
+
+
+@click.command("show")
+@click.argument("name")
+@click.argument("resource_name", metavar="RESOURCE")
+@out.format_option
+@pass_state
+@report_errors
+def resource_show(state: CliState, name: str, resource_name: str, fmt: out.Format) -> None:
+    """Show RESOURCE of stack NAME."""
+    client = open_client(state)
+    out.emit_record(client.resource_detail(client.find_stack(name), resource_name), fmt)
 
 
 # resource type -------------------------------------------------------------------------------
@@ -50,7 +107,7 @@ def resource_type() -> None:
 def type_list(state: CliState, filters: tuple[str, ...], long_: bool, fmt: out.Format) -> None:
     """List the resource types."""
     wanted = parse_filters(filters, TYPE_FILTERS)
-    rows = open_backend(state).resource_types(
+    rows = open_client(state).resource_types(
         name=_one(wanted, "name"), support_status=_one(wanted, "support_status"),
         with_description=long_)
     columns = [("resource_type", "Resource Type")]
@@ -79,16 +136,16 @@ def _one(filters: Mapping[str, tuple[str, ...]], key: str) -> str | None:
 def type_show(state: CliState, type_name: str, template_type: str | None, long_: bool,
               fmt: out.Format) -> None:
     """Show resource type TYPE: its properties and attributes."""
-    backend = open_backend(state)
+    client = open_client(state)
     if template_type is None:
-        out.emit_record(backend.resource_type(type_name), fmt)
+        out.emit_record(client.resource_type(type_name), fmt)
         return
     if long_:
         raise click.UsageError("--template-type and --long cannot be given together.")
     if template_type.lower() not in TEMPLATE_TYPES:
         raise click.BadParameter(f"{template_type!r} is not hot or cfn",
                                  param_hint="--template-type")
-    out.emit_record(backend.resource_type_template(type_name, template_type.lower()), fmt)
+    out.emit_record(client.resource_type_template(type_name, template_type.lower()), fmt)
 
 
 # resource mark unhealthy ---------------------------------------------------------------------
@@ -105,8 +162,9 @@ def mark_unhealthy(state: CliState, name: str, resource_name: str, reason: str,
     """Mark RESOURCE (a name or physical id) of stack NAME unhealthy: it becomes
     CHECK_FAILED, and the next update replaces it. With --reset, a CHECK_FAILED resource
     becomes CHECK_COMPLETE again."""
-    s = _stack(state, name)
-    open_backend(state).mark_resource(s, resource_name, unhealthy=not reset, reason=reason)
+    client = open_client(state)
+    s = client.find_stack(name)
+    client.mark_resource(s, resource_name, unhealthy=not reset, reason=reason)
 
 
 @click.group("mark")
@@ -122,7 +180,10 @@ def stack_resource() -> None:
     """Look at a stack's resources, and set their health."""
 
 
+stack_resource.add_command(resource_list)
+stack_resource.add_command(resource_show)
 stack_resource.add_command(mark)
+stack_resource.add_command(mark_unhealthy, "mark-unhealthy")
 
 
 # stack failures list -------------------------------------------------------------------------
@@ -145,8 +206,8 @@ def failures_list(state: CliState, name: str, long_: bool, fmt: str) -> None:
     """Show the failed resources of stack NAME with their status reasons (nothing when the
     stack is not FAILED). A resource is named by its path from the stack
     (``stack.resource``, ``stack.nested.resource``)."""
-    s = _stack(state, name)
-    found = failed_resources(open_backend(state), s)
+    client = open_client(state)
+    found = failed_resources(client, client.find_stack(name))
     if fmt != "text":
         click.echo(out.dump({path: _failure_fields(row) for path, row in found.items()},
                             "json" if fmt == "json" else "yaml"))
@@ -155,7 +216,7 @@ def failures_list(state: CliState, name: str, long_: bool, fmt: str) -> None:
         click.echo(_failure_text(path, row, long_))
 
 
-def failed_resources(backend: Backend, stack: StackView) -> dict[str, Mapping[str, Any]]:
+def failed_resources(backend: StackClient, stack: StackView) -> dict[str, Mapping[str, Any]]:
     """The failed resources, by their dotted path from the stack, as heatclient finds them:
     none unless the stack is FAILED; a failed resource with a nested stack is replaced by the
     failed resources found inside it (itself when there are none)."""
@@ -165,7 +226,7 @@ def failed_resources(backend: Backend, stack: StackView) -> dict[str, Mapping[st
     return found
 
 
-def _append_failed(backend: Backend, stack: StackView, path: list[str],
+def _append_failed(backend: StackClient, stack: StackView, path: list[str],
                    found: dict[str, Mapping[str, Any]]) -> bool:
     """Add the stack's failed resources (recursively); whether any was found."""
     current: dict[str, Mapping[str, Any]] = {}

@@ -1,19 +1,18 @@
 """``convergence services``: the processes running steps, with their heartbeat age and status.
 
-Embedded, it reads the ``workers`` table of the configured database
-(``convergence.heartbeat.list_services``); with ``--url`` it asks the API
+Registered on the ``convergence`` group by ``convergence.cli``; written against
+``convergence.cli.client``. Embedded, it reads the ``workers`` table of the configured database
+(``convergence.workers.heartbeat.list_services``); with ``--url`` it asks the API
 (``GET /v1/{tenant}/services``). A worker is up while its last heartbeat is younger than three
 ``heartbeat_seconds``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from convergence.cli import output as out
-from convergence.cli.state import CliState, pass_state
+from convergence.cli.state import CliState, open_client, pass_state
 
 SERVICE_COLUMNS = (("id", "ID"), ("binary", "Binary"), ("hostname", "Host"), ("pid", "PID"),
                    ("status", "Status"), ("heartbeat_age", "Heartbeat Age (s)"),
@@ -26,13 +25,4 @@ SERVICE_COLUMNS = (("id", "ID"), ("binary", "Binary"), ("hostname", "Host"), ("p
 @pass_state
 def services(state: CliState, fmt: out.Format) -> None:
     """List the worker processes (and API processes stepping in-process) and their status."""
-    client = state.remote()
-    items: list[dict[str, Any]]
-    if client is not None:
-        items = list(client._json("GET", "/services").get("services", []))
-    else:
-        from convergence.heartbeat import list_services
-
-        rt = state.runtime()
-        items = list_services(rt.store, rt.settings.heartbeat_seconds)
-    out.emit_list(items, SERVICE_COLUMNS, fmt)
+    out.emit_list(open_client(state).list_services(), SERVICE_COLUMNS, fmt)

@@ -2,8 +2,8 @@
 
 Shaped like heatclient's ``openstack stack template show``, ``stack environment show`` and
 ``stack file list``, YAML by default as there (``-f json|table|value|csv`` and ``-c`` as
-everywhere). Registered on the ``stack`` group by ``convergence.cli``; written against
-``convergence.cli.backend``, so that each works in embedded and remote mode alike.
+everywhere). Registered on the ``stack`` group by ``convergence.cli.groups``; written against
+``convergence.cli.client.StackClient``, so that each works in embedded and remote mode alike.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import click
 
 from convergence.cli import output as out
-from convergence.cli.backend import open_backend
-from convergence.cli.stack_cmd import _stack, report_errors
-from convergence.cli.state import CliState, pass_state
+from convergence.cli.common import report_errors
+from convergence.cli.state import CliState, open_client, pass_state
 
 # The sections of the merged environment heatclient shows, in its order.
 ENVIRONMENT_SECTIONS = ("parameters", "resource_registry", "parameter_defaults")
@@ -31,8 +30,8 @@ def stack_template() -> None:
 @report_errors
 def template_show(state: CliState, name: str, fmt: out.Format) -> None:
     """Show the template of stack NAME (the one it was last asked to be)."""
-    s = _stack(state, name)
-    out.emit_record(open_backend(state).stack_template(s), fmt)
+    client = open_client(state)
+    out.emit_record(client.stack_template(client.find_stack(name)), fmt)
 
 
 @click.group("environment")
@@ -48,8 +47,8 @@ def stack_environment() -> None:
 def environment_show(state: CliState, name: str, fmt: out.Format) -> None:
     """Show the environment of stack NAME: its environments merged in order, its parameter
     values on top."""
-    s = _stack(state, name)
-    env = open_backend(state).stack_environment(s)
+    client = open_client(state)
+    env = client.stack_environment(client.find_stack(name))
     out.emit_record({k: env[k] for k in ENVIRONMENT_SECTIONS if k in env}, fmt)
 
 
@@ -65,5 +64,5 @@ def stack_file() -> None:
 @report_errors
 def file_list(state: CliState, name: str, fmt: out.Format) -> None:
     """Show the files map of stack NAME (each file's key and content)."""
-    s = _stack(state, name)
-    out.emit_record({"files": open_backend(state).stack_files(s)}, fmt)
+    client = open_client(state)
+    out.emit_record({"files": client.stack_files(client.find_stack(name))}, fmt)

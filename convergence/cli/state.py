@@ -2,10 +2,12 @@
 
 Callers: ``convergence.cli.cli`` builds a :class:`CliState` once per invocation (reading the
 tenant from ``CONVERGENCE_PROJECT_ID`` there, the only place the CLI reads it) and stores it
-as the click context object; the stack, resource, event and output commands take it with
-:func:`pass_state`. Commands that never touch the database never open the runtime. With a
-URL (``--url`` or ``CONVERGENCE_URL``) :meth:`CliState.remote` hands out a
-``convergence.cli.remote`` client instead, and the commands talk to the API, not the database.
+as the click context object; the commands take it with :func:`pass_state` and hand it to
+``convergence.cli.client.open_client``. Commands that never touch the database never open the
+runtime (``convergence.cli.local`` opens it on first use). With a URL (``--url`` or
+``CONVERGENCE_URL``) :meth:`CliState.remote` hands out a ``convergence.cli.remote`` client
+instead, and the commands talk to the API, not the database. Imports neither: each is imported
+when first asked for.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from convergence.cli.client import StackClient
     from convergence.cli.remote import RemoteClient
     from convergence.runtime import Runtime
 
@@ -63,3 +66,13 @@ class CliState:
 
 # Hands a command the invocation's CliState (a default one when the group did not set it).
 pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def open_client(state: CliState) -> StackClient:
+    """The API client in remote mode, else the embedded one (each imported here, on use)."""
+    remote = state.remote()
+    if remote is not None:
+        return remote
+    from convergence.cli.local import LocalClient
+
+    return LocalClient(state)

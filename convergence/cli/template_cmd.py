@@ -1,7 +1,10 @@
-"""``convergence template ...``: validate templates as a client would send them.
+"""``convergence template validate``: validate a template as a client would send it.
 
-In remote mode (``--url``) the template, files map and environments go to the API's
-``POST /validate`` instead (``convergence.cli.remote``); its problems print the same way.
+Registered on the ``convergence`` group by ``convergence.cli``; written once for both modes
+against ``convergence.cli.client.StackClient``: embedded, the template is validated here at its
+key (``convergence.services.validate_template``); remote (``--url``), the template, files map
+and environments go to the API's ``POST /validate``. Either way only the files the template
+and environments reference are sent, and a refusal prints the same way (exit 1).
 """
 
 from __future__ import annotations
@@ -13,14 +16,9 @@ from typing import Any, cast
 
 import click
 
-from convergence import services
-from convergence.admission import SizeLimits
 from convergence.cli import output as out
-from convergence.cli.files import key_for, parse_params, root_folder, sent_files
-from convergence.cli.remote import RemoteClient, RemoteError
-from convergence.cli.state import CliState, pass_state
-from convergence.settings import load_settings
-from convergence.template import TemplateError
+from convergence.cli.client import Refused
+from convergence.cli.state import CliState, open_client, pass_state
 
 
 @click.group()
@@ -46,59 +44,25 @@ def template() -> None:
 def validate(state: CliState, file: Path, env_files: tuple[Path, ...], params: tuple[str, ...],
              files_dir: Path | None, fmt: str) -> None:
     """Validate FILE; print its description and parameters, or every error with its path."""
+    from convergence.cli.files import root_folder
+
     root = root_folder(file, env_files, files_dir)
     try:
-        client = state.remote()
-        # Embedded, the template is validated at its key; the API takes it without one.
-        location = key_for(file, root) if client is None else None
-        files, environments = sent_files(file, file.read_bytes(), env_files, root,
-                                         location=location)
-        if client is not None:
-            result = _remote_validate(client, file, files, environments, params, fmt)
-        else:
-            result = services.validate_template(
-                file.read_bytes(), files=files, location=location,
-                environments=environments, parameters=parse_params(params) if params else None,
-                sizes=SizeLimits.of(load_settings()),
-            )
-    except TemplateError as exc:
+        result = open_client(state).validate(file, root=root, env_files=env_files,
+                                             params=params)
+    except Refused as exc:
         if fmt in ("json", "yaml"):
-            click.echo(out.dump({"errors": [
-                {"path": p.path, "message": p.message, "kind": p.kind} for p in exc.problems
-            ]}, cast(out.Format, fmt)))
-        else:
-            click.echo(f"{file}: invalid ({len(exc.problems)} "
-                       f"error{'s' if len(exc.problems) != 1 else ''})", err=True)
-            for p in exc.problems:
-                click.echo(str(p))
-        sys.exit(1)
-    if fmt == "text":
-        _print_text(file, result)
-    else:
-        out.emit_record(result, cast(out.Format, fmt))
-
-
-def _remote_validate(client: RemoteClient, file: Path, files: dict[str, str],
-                     environments: list[Any], params: tuple[str, ...],
-                     fmt: str) -> dict[str, Any]:
-    """Remote mode: the API's answer; a refusal printed like a local one (exit 1)."""
-    try:
-        result: dict[str, Any] = client.validate_template(
-            file.read_text(encoding="utf-8"), files=files, environments=environments,
-            parameters=parse_params(params) if params else None)
-    except RemoteError as exc:
-        if exc.type not in ("StackValidationFailed", "RequestLimitExceeded"):
-            raise
-        if fmt in ("json", "yaml"):
-            click.echo(out.dump({"errors": [{"message": line} for line in exc.lines]},
-                                cast(out.Format, fmt)))
+            click.echo(out.dump({"errors": exc.errors}, cast(out.Format, fmt)))
         else:
             n = len(exc.lines)
             click.echo(f"{file}: invalid ({n} error{'s' if n != 1 else ''})", err=True)
             for line in exc.lines:
                 click.echo(line)
         sys.exit(1)
-    return result
+    if fmt == "text":
+        _print_text(file, result)
+    else:
+        out.emit_record(result, cast(out.Format, fmt))
 
 
 _CONSTRAINT_KEYS = ("MinLength", "MaxLength", "MinValue", "MaxValue", "Modulo", "AllowedValues",

@@ -1,5 +1,8 @@
 """``convergence worker``: run engine steps from the broker (a Celery worker, in this process).
 
+The worker's life is ``convergence.workers`` (:func:`~convergence.workers.app.make_worker_app`);
+this command checks the schema, builds the settings once and hands them over.
+
 Configured by the environment like every entry point (``CONVERGENCE_BROKER_URL`` is required,
 ``CONVERGENCE_DATABASE_URL`` names the shared PostgreSQL database). The worker migrates
 nothing: it refuses to start unless the schema is the one this code needs, which
@@ -30,9 +33,9 @@ from convergence.settings import load_settings
 def worker(concurrency: int | None, loglevel: str, pool: str, hostname: str | None) -> None:
     """Run steps from the broker named by CONVERGENCE_BROKER_URL until stopped."""
     # Imported here so that other commands start without loading Celery and SQLAlchemy.
-    from convergence.dispatch.celery_dispatch import make_celery
     from convergence.store.db import make_engine, redacted_url, schema_is_current
     from convergence.store.migrate import MIGRATION_ERRORS
+    from convergence.workers.app import make_worker_app
 
     settings = load_settings()
     if not settings.broker_url:
@@ -48,7 +51,7 @@ def worker(concurrency: int | None, loglevel: str, pool: str, hostname: str | No
     if not current:
         raise click.ClickException(f"{redacted_url(settings.database_url)} is not at this "
                                    "version's schema: run `convergence db upgrade`")
-    app = make_celery(settings)
+    app = make_worker_app(settings)  # the settings built once here, for the whole node
     argv = ["worker", f"--loglevel={loglevel}", f"--pool={pool}",
             f"--hostname={hostname or f'convergence-{os.getpid()}@{socket.gethostname()}'}",
             "--without-gossip", "--without-mingle"]

@@ -1,1 +1,5 @@
-"""Dispatchers: how work items reach ``Engine.execute``. In-process (threads) or Celery."""
+"""Dispatchers, adapters of the dispatch port (``convergence.ports.dispatch``): how work items
+reach ``Engine.execute``. In-process (threads, ``inprocess``) or Celery (``celery_dispatch``,
+which sends work and drives a message's work; the worker process's life is
+``convergence.workers``). Built by ``convergence.runtime``; nothing here imports the runtime.
+"""

@@ -1,7 +1,9 @@
 """The in-process dispatcher: the engine's steps on a thread pool, no broker needed.
 
-What runs when no broker is configured (the embedded default) and in the fast test tier. It
-calls the same ``Engine.execute`` a Celery worker calls. Delayed work (polls of pending
+What runs when no broker is configured (the embedded default) and in the fast test tier:
+built by ``convergence.runtime.open_runtime``, driven by the API's dispatcher driver
+(``convergence.api.app``), the CLI's commands and the tests. It calls the same
+``Engine.execute`` a Celery worker calls. Delayed work (polls of pending
 operations) waits in a heap keyed by due time; with a manual clock, waiting jumps ahead.
 
 Adversity is a parameter: ``shuffle`` runs due work in random order and ``duplicate``
@@ -24,8 +26,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from convergence.clock import Clock
-from convergence.engine.work import Work
+from convergence.ports.clock import Clock
+from convergence.ports.work import Work
 
 log = logging.getLogger(__name__)
 

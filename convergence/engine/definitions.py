@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from convergence.store.views import TemplateContent
+from convergence.ports.views import TemplateContent
 from convergence.template import (
     Problems,
     StackDefinition,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from convergence.store.views import RecordView, TemplateContent
+from convergence.ports.views import RecordView, TemplateContent
 from convergence.template import (
     Problems,
     StackDefinition,

@@ -1,7 +1,7 @@
 """The engine: plan traversals and run batches of node steps, each in few transactions.
 
 Called by the dispatchers (in-process and Celery) through :meth:`Engine.execute`, which takes a
-:class:`~convergence.engine.work.Work` item and returns the follow-up work to dispatch after
+:class:`~convergence.ports.work.Work` item and returns the follow-up work to dispatch after
 its commit. A batch of nodes costs two short transactions whatever its size: one to claim the
 records (a compare-and-swap that bumps each record's fencing token and sets a lease) and load
 what the steps read, one to record every result fenced by its token, mark the nodes done,
@@ -35,22 +35,21 @@ from convergence.engine.step import (
     StepResult,
 )
 from convergence.engine.traversals import begin_rollback, stack_event
-from convergence.engine.work import FINISH, NODES, PLAN, Work, batches, merge
 from convergence.graph.plan import RecordInfo, build_plan, choose_records
 from convergence.logs import bind
-from convergence.plugins.base import PluginContext, ResourcePlugin, TestEntities
+from convergence.plugins.base import PluginContext, ResourcePlugin
 from convergence.plugins.registry import PluginRegistry
-from convergence.store import orphans
-from convergence.store.orphans import NewOrphan, Orphan
-from convergence.store.repository import Store, Tx
-from convergence.store.views import (
+from convergence.ports.store import Store, Tx
+from convergence.ports.views import (
     COMPLETE,
     PLANNING,
     READY,
     RUNNING,
     TRAVERSAL_FAILED,
     NewEvent,
+    NewOrphan,
     NodeView,
+    Orphan,
     RecordChange,
     RecordOutline,
     RecordView,
@@ -58,8 +57,9 @@ from convergence.store.views import (
     TemplateContent,
     TraversalView,
 )
-from convergence.store.views import DONE as DONE_STATE
-from convergence.store.views import FAILED as FAILED_STATE
+from convergence.ports.views import DONE as DONE_STATE
+from convergence.ports.views import FAILED as FAILED_STATE
+from convergence.ports.work import FINISH, NODES, PLAN, Work, batches, merge
 from convergence.template import StackDefinition, StackIdentity, TemplateError, UnknownValue
 
 log = logging.getLogger(__name__)
@@ -131,13 +131,12 @@ def _info(r: RecordOutline) -> RecordInfo:
 
 class Engine:
     def __init__(self, store: Store, registry: PluginRegistry, *, worker_id: str = "",
-                 test_entities: TestEntities | None = None, lease_seconds: float = 30.0,
+                 lease_seconds: float = 30.0,
                  batch_size: int = 200, max_poll_delay: float = 1.0,
                  inline_seconds: float = 0.5, sweep_seconds: float = 5.0) -> None:
         self.store = store
         self.registry = registry
         self.worker_id = worker_id or f"engine-{uuid.uuid4().hex[:8]}"
-        self.test_entities = test_entities
         self.lease_seconds = lease_seconds
         self.batch_size = batch_size
         self.max_poll_delay = max_poll_delay
@@ -154,7 +153,7 @@ class Engine:
         self._plugins: dict[str, ResourcePlugin] = {}
         self.definitions = DefinitionCache(self._load_template, registry)
         self.stepper = Stepper(self._plugin, self._context, self._replace, store.clock,
-                               self._deletion_policy)
+                               self._deletion_policy, unreachable=store.unreachable)
 
     # wiring ---------------------------------------------------------------------------------
     def _load_template(self, template_id: str) -> TemplateContent:
@@ -174,7 +173,7 @@ class Engine:
                  lease_good: Callable[[], bool] = lambda: True) -> PluginContext:
         return PluginContext(owner=owner_key(stack.id, record.id), stack_id=stack.id,
                              stack_name=stack.name, resource_name=record.name,
-                             now=self.store.clock, test_entities=self.test_entities,
+                             now=self.store.clock, backends=self.registry.backends,
                              lease_good=lease_good)
 
     def discard(self, orphan: Orphan, stack_name: str, lease_good: Callable[[], bool]) -> bool:
@@ -186,7 +185,7 @@ class Engine:
         plugin.discard(PluginContext(
             owner=owner_key(orphan.stack_id, orphan.record_id), stack_id=orphan.stack_id,
             stack_name=stack_name, resource_name=orphan.name, now=self.store.clock,
-            test_entities=self.test_entities, lease_good=lease_good), orphan.physical_id)
+            backends=self.registry.backends, lease_good=lease_good), orphan.physical_id)
         return True
 
     def _replace(self, inp: StepInput, rtype: str) -> RecordView | None:
@@ -204,7 +203,7 @@ class Engine:
             if new_id is None:
                 return None
             tx.set_node_record(inp.traversal_id, inp.node.seq, new_id)
-            tx.claim([new_id], owner, tx.now + self.lease_seconds)
+            tx.claim_records([new_id], owner, tx.now + self.lease_seconds)
             self.leases.add(owner, [new_id])
             return tx.records_by_id([new_id])[new_id]
 
@@ -573,7 +572,7 @@ class Engine:
         names = {r.id: r.physical_id for r in tx.records_by_id(o.record_id for o in lost)
                  .values()}
         orphaned = [o for o in lost if names.get(o.record_id) != o.physical_id]
-        orphans.note(tx, orphaned)
+        tx.note_orphans(orphaned)
         made = {o.physical_id for o in orphaned}
         return [e for e in late if e.physical_resource_id in made]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from convergence.store.repository import Store
+from convergence.ports.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A worker frozen past its lease can wake up inside its create call: the cloud makes the thing,
 the worker's result is refused (fenced off), and the resource's new holder, which looked for
 it before it existed, has made its own. The engine notes the first as an orphan in the
-transaction that refuses the result (:mod:`convergence.store.orphans`). The sweeper removes
+transaction that refuses the result (``Tx.note_orphans``). The sweeper removes
 it here, one orphan at a time, each under the lease of its record, so that nobody works on
 the resource meanwhile:
 
@@ -23,9 +23,7 @@ from collections import Counter
 
 from convergence.engine.engine import Engine
 from convergence.plugins.base import RetryLater
-from convergence.store import orphans
-from convergence.store.orphans import Claim, Orphan
-from convergence.store.views import NewEvent
+from convergence.ports.views import Claim, NewEvent, Orphan
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +34,7 @@ REMOVED, ADOPTED, WAITING, FAILED = (
 def reap(engine: Engine, limit: int) -> Counter[str]:
     """Remove (or forget) up to ``limit`` orphans; counts by outcome."""
     with engine.store.begin() as tx:
-        found = orphans.pending(tx, limit)
+        found = tx.pending_orphans(limit)
     counts: Counter[str] = Counter()
     holder = f"{engine.worker_id}/orphans"
     for orphan in found:
@@ -46,7 +44,7 @@ def reap(engine: Engine, limit: int) -> Counter[str]:
 
 def _reap(engine: Engine, orphan: Orphan, holder: str) -> str:
     with engine.store.begin() as tx:
-        claimed = orphans.claim(tx, orphan, holder, tx.now + engine.lease_seconds)
+        claimed = tx.claim_orphan(orphan, holder, tx.now + engine.lease_seconds)
         stack = tx.stacks_by_id({orphan.stack_id}).get(orphan.stack_id)
     if claimed is None:
         return WAITING
@@ -71,7 +69,7 @@ def _reap(engine: Engine, orphan: Orphan, holder: str) -> str:
                     orphan.record_id, orphan.type)
         return FAILED
     with engine.store.begin() as tx:
-        orphans.done(tx, orphan, claimed, holder)
+        tx.orphan_removed(orphan, claimed, holder)
         stack = tx.stacks_by_id({orphan.stack_id}).get(orphan.stack_id)
         if stack is not None:
             tx.add_events(stack.id, stack.traversal_id, stack.generation, [NewEvent(
@@ -85,4 +83,4 @@ def _reap(engine: Engine, orphan: Orphan, holder: str) -> str:
 
 def _give_back(engine: Engine, orphan: Orphan, claimed: Claim, holder: str) -> None:
     with engine.store.begin() as tx:
-        orphans.give_back(tx, orphan, claimed, holder)
+        tx.give_back_orphan(orphan, claimed, holder)

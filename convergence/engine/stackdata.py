@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from convergence.store.views import RecordView
+from convergence.ports.views import RecordView
 from convergence.template import UnknownValue
 
 

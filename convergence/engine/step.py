@@ -28,8 +28,7 @@ from convergence.plugins.base import (
     ResourcePlugin,
     RetryLater,
 )
-from convergence.store.errors import unreachable
-from convergence.store.views import NewEvent, NodeView, RecordChange, RecordView, StackView
+from convergence.ports.views import NewEvent, NodeView, RecordChange, RecordView, StackView
 from convergence.template import StackDefinition, StackIdentity, TemplateError, UnknownValue
 from convergence.template.properties import with_defaults
 
@@ -86,12 +85,14 @@ class Stepper:
                  replace: Callable[[StepInput, str], RecordView | None],
                  now: Callable[[], float],
                  deletion_policy: Callable[[RecordView], str | None] = lambda record: "Delete",
-                 ) -> None:
+                 *, unreachable: Callable[[BaseException], bool]) -> None:
         self._plugin = plugins
         self._context = context
         self._replace = replace
         self._now = now
         self._deletion_policy = deletion_policy
+        # Whether an exception says the engine's database is away (``Store.unreachable``).
+        self._unreachable = unreachable
 
     def run(self, inp: StepInput) -> StepResult:
         try:
@@ -99,7 +100,7 @@ class Stepper:
                 return _stamp_policy(inp, self._converge(inp))
             return self._cleanup(inp)
         except Exception as exc:  # a plugin bug must fail the resource, not the worker
-            if unreachable(exc):
+            if self._unreachable(exc):
                 # The engine's database is away (a plugin's own backend says RetryLater): not
                 # the resource's fault. The batch ends here and its work is offered again.
                 raise

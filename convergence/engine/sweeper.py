@@ -34,11 +34,9 @@ from dataclasses import dataclass, field
 from convergence.background import Loop
 from convergence.engine import orphans
 from convergence.engine.engine import Engine, abandon_operations
-from convergence.engine.work import FINISH, PLAN, Work, batches
-from convergence.store import sweeps
-from convergence.store.repository import Tx
-from convergence.store.sweeps import TakenOver
-from convergence.store.views import NewEvent
+from convergence.ports.store import Tx
+from convergence.ports.views import NewEvent, TakenOver
+from convergence.ports.work import FINISH, PLAN, Work, batches
 
 log = logging.getLogger(__name__)
 
@@ -88,19 +86,19 @@ class Sweeper:
         store = self.engine.store
         lease = self.engine.lease_seconds
         with store.begin() as tx:
-            if not sweeps.take_turn(tx, NAME, self.holder, 0.0 if force else self.period * 0.8,
-                                    hold=self.hold):
+            if not tx.take_turn(NAME, self.holder, 0.0 if force else self.period * 0.8,
+                                hold=self.hold):
                 return SweepReport()
         report = SweepReport(ran=True)
         try:
             self._sweep(report)
             if force:  # someone waits for work: when may there be some?
                 with store.begin() as tx:
-                    due = sweeps.next_due(tx, self.period, lease)
+                    due = tx.next_sweep_due(self.period, lease)
                 report.recheck_at = None if due is None else due + 0.001
         finally:
             with store.begin() as tx:
-                sweeps.end_turn(tx, NAME, self.holder)
+                tx.end_turn(NAME, self.holder)
         if report.counts:
             log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))
         return report
@@ -109,22 +107,21 @@ class Sweeper:
         store, size = self.engine.store, self.engine.batch_size
         lease = self.engine.lease_seconds
         with store.begin() as tx:
-            taken = sweeps.take_over_expired(tx, LIMIT)
+            taken = tx.take_over_expired(LIMIT)
             if taken:
                 _record_takeovers(tx, taken)
                 report.counts["leases taken over"] += sum(t.owner is not None for t in taken)
                 report.counts["polls taken over"] += sum(t.owner is None for t in taken)
-                for traversal_id, seqs in sweeps.ready_nodes_of(
-                        tx, [t.record_id for t in taken]).items():
+                for traversal_id, seqs in tx.ready_nodes_of([t.record_id for t in taken]).items():
                     report.work.extend(batches(traversal_id, seqs, size))
         with store.begin() as tx:
-            for traversal_id, seqs in sweeps.idle_ready_nodes(tx, lease, LIMIT).items():
+            for traversal_id, seqs in tx.idle_ready_nodes(lease, LIMIT).items():
                 report.counts["nodes offered again"] += len(seqs)
                 report.work.extend(batches(traversal_id, seqs, size))
         with store.begin() as tx:
-            plans = sweeps.stalled_plans(tx, self.period)
-            finishes = sweeps.unconcluded(tx)
-            late = sweeps.overdue(tx)
+            plans = tx.stalled_plans(self.period)
+            finishes = tx.unconcluded_traversals()
+            late = tx.overdue_traversals()
         report.work.extend(Work(PLAN, t) for t in plans)
         report.work.extend(Work(FINISH, t) for t in finishes)
         report.counts["plans"] += len(plans)
@@ -134,7 +131,7 @@ class Sweeper:
             report.counts["timed out"] += bool(work)
             report.work.extend(work)
         with store.begin() as tx:
-            purged = sweeps.purge_nodes(tx, tx.now - PLAN_RETENTION_SECONDS, PURGE_TRAVERSALS)
+            purged = tx.purge_nodes(tx.now - PLAN_RETENTION_SECONDS, PURGE_TRAVERSALS)
         if purged:
             report.counts["plan rows purged"] += purged
         report.counts.update(orphans.reap(self.engine, ORPHANS_LIMIT))
@@ -179,9 +176,9 @@ def let_go(engine: Engine, owner_prefix: str, why: str = STOPPING) -> list[Work]
     itself; a node, for a pool process of its own that ``why`` = EXITED), with an event on
     each resource, and return the work that offers those resources to the others at once."""
     with engine.store.begin() as tx:
-        released = sweeps.release_owned(tx, owner_prefix)
+        released = tx.release_owned(owner_prefix)
         _record_takeovers(tx, released, why)
-        ready = sweeps.ready_nodes_of(tx, [t.record_id for t in released])
+        ready = tx.ready_nodes_of([t.record_id for t in released])
     if released:
         log.info("let go of %d leases of %s", len(released), owner_prefix)
     return [w for traversal_id, seqs in ready.items()

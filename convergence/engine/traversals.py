@@ -7,8 +7,8 @@ traversal row, the stack's status and the events that tell the story commit toge
 
 from __future__ import annotations
 
-from convergence.store.repository import Tx
-from convergence.store.views import TRAVERSAL_FAILED, NewEvent, StackView
+from convergence.ports.store import Tx
+from convergence.ports.views import TRAVERSAL_FAILED, NewEvent, StackView
 
 STACK_TYPE = "OS::Heat::Stack"
 # An event status of our own (Heat has none for it): the traversal of ``generation`` stopped

@@ -1,7 +1,10 @@
 """The dependency graph of a stack's resources as a networkx DiGraph.
 
 An edge ``a -> b`` means ``b`` requires ``a``: creation follows edges, deletion goes against
-them. Built from ``resource_dependencies`` in one pass.
+them. Built from a ``StackDefinition``'s ``dependencies`` in one pass. Callers: tools that want
+the graph as networkx gives it (``benchmarks/template_validate.py``); the engine plans with
+``plan`` and validation finds cycles with ``convergence.template.dependencies``, neither of
+which builds a networkx graph.
 """
 
 from __future__ import annotations

@@ -10,14 +10,25 @@ leaks nor duplicates.
 
 Errors carry their retry meaning: :class:`ResourceFailure` fails the resource (permanent);
 :class:`RetryLater` asks for the same call again after a delay (transient).
+
+What a plugin talks to (a cloud's client, the table standing for a cloud API that
+OS::Heat::TestResource uses) is a backend: the plugin class declares how to build it
+(``backends``), the registry builds it once per runtime from the :class:`PluginHost` the
+runtime hands every plugin (``PluginRegistry.bind``), and a call finds it by name in
+``ctx.backends``. The engine passes them along without knowing any of them.
+
+Callers: the engine (contexts, ``Stepper``), the registry, every plugin.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
+from convergence.ports.entity_tables import EntityTables
 from convergence.template.properties import TypeSchema
 
 CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
@@ -56,27 +67,25 @@ class Progress:
         return cls(False, physical_id, state, delay, None)
 
 
-Guard = Callable[[], None]
+@dataclass(frozen=True, slots=True)
+class PluginHost:
+    """What the runtime hands every plugin to build its backends with.
+
+    ``entity_tables``: the store's tables for plugin backends (None: the store keeps none);
+    ``environ``: where a plugin reads its own settings from, once, as its backends are built.
+    """
+
+    now: Callable[[], float]
+    entity_tables: EntityTables | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
 
 
-class TestEntities(Protocol):
-    """The backend of OS::Heat::TestResource: entities keyed by id, owned by a record."""
-
-    def find(self, owner: str) -> tuple[str, str] | None:
-        """The live entity of ``owner`` as (id, value), if any."""
-        ...
-
-    # ``guard``: called right before the change is made (it raises to prevent it): the
-    # engine's lease check, as close to the change as the backend can put it.
-    def create(self, owner: str, value: str, *, guard: Guard | None = None) -> str: ...
-
-    def update(self, entity_id: str, value: str, *, guard: Guard | None = None) -> None: ...
-
-    def delete(self, entity_id: str, *, guard: Guard | None = None) -> None: ...
-
-    def get(self, entity_id: str) -> str | None:
-        """The value of a live entity, or None when it does not exist."""
-        ...
+# A backend a plugin talks to (a cloud's client, a table standing for a cloud API), built by a
+# factory the plugin class declares (``ResourcePlugin.backends``) from what the runtime hands
+# every plugin. The registry builds each once per runtime (``PluginRegistry.bind``) and the
+# engine hands them to every call in ``PluginContext.backends``, knowing none of them.
+BackendFactory = Callable[[PluginHost], object | None]
+NO_BACKENDS: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,8 @@ class PluginContext:
     stack_name: str
     resource_name: str
     now: Callable[[], float]
-    test_entities: TestEntities | None = None
+    # The backends of the runtime's plugins by name (see ``BackendFactory``).
+    backends: Mapping[str, Any] = field(default_factory=lambda: NO_BACKENDS)
     # Whether the engine still holds the resource's lease: a plugin asks right before each
     # change it makes in the cloud, so that a worker that woke up past its lease (frozen,
     # or too slow) changes nothing that is someone else's now.
@@ -106,6 +116,8 @@ class ResourcePlugin(Protocol):
     schema: ClassVar[TypeSchema]
     # A preemptible plugin may abandon a pending action when a newer definition arrives.
     preemptible: ClassVar[bool]
+    # The backends the plugin talks to, by name: factories the registry builds them with.
+    backends: ClassVar[Mapping[str, BackendFactory]]
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress: ...
 
@@ -140,6 +152,7 @@ class PluginBase:
 
     schema: ClassVar[TypeSchema]
     preemptible: ClassVar[bool] = False
+    backends: ClassVar[Mapping[str, BackendFactory]] = NO_BACKENDS
 
     def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
                new: Mapping[str, Any]) -> Progress:

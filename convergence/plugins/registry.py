@@ -1,16 +1,22 @@
-"""The registry of resource types: plugin classes by HOT type name.
+"""The registry of resource types: plugin classes by HOT type name, and their backends.
 
 Plugins are found through the entry-point group ``convergence.resources`` (key: the HOT type
 name, value: ``module:Class``), so third-party packages add types by being installed. Tests and
 tools pass registries explicitly. The registry is the :class:`TypeCatalog` validation uses.
+
+A registry bound to a runtime (:meth:`PluginRegistry.bind`, called by ``convergence.runtime``)
+also holds the backends its plugins declared (``ResourcePlugin.backends``), each built once
+from the :class:`~convergence.plugins.base.PluginHost` the runtime hands every plugin; the
+engine passes them to every plugin call (``PluginContext.backends``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import Any, Protocol
 
+from convergence.plugins.base import BackendFactory, PluginHost
 from convergence.template.properties import TypeSchema
 
 GROUP = "convergence.resources"
@@ -27,6 +33,8 @@ class PluginRegistry:
 
     def __init__(self, plugins: Mapping[str, type[Plugin]]) -> None:
         self._plugins = dict(plugins)
+        # The backends of a bound registry by name; tests may swap one for another.
+        self.backends: dict[str, Any] = {}
 
     @classmethod
     def from_entry_points(cls, group: str = GROUP) -> PluginRegistry:
@@ -34,6 +42,26 @@ class PluginRegistry:
         for ep in entry_points(group=group):
             found[ep.name] = ep.load()
         return cls(found)
+
+    def bind(self, host: PluginHost) -> PluginRegistry:
+        """A registry of the same plugins holding their backends built from ``host``.
+
+        A backend several plugins declare (by the same factory) is built once; a factory that
+        builds nothing (what it needs is not there) leaves its plugin without that backend.
+        """
+        factories: dict[str, BackendFactory] = {}
+        for type_name, plugin in sorted(self._plugins.items()):
+            declared: Mapping[str, BackendFactory] = getattr(plugin, "backends", {})
+            for name, factory in declared.items():
+                if factories.setdefault(name, factory) is not factory:
+                    raise ValueError(f"backend {name!r} of {type_name} is declared with "
+                                     "another factory by another resource type")
+        bound = PluginRegistry(self._plugins)
+        for name, factory in factories.items():
+            backend = factory(host)
+            if backend is not None:
+                bound.backends[name] = backend
+        return bound
 
     def lookup(self, type_name: str) -> TypeSchema | None:
         plugin = self._plugins.get(type_name)

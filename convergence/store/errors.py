@@ -2,8 +2,10 @@
 
 A connection refused, a server shutting down or starting up, a session killed under a
 transaction: the work in hand did nothing wrong and is to be done again once the database is
-back. Callers: the step runner (an outage must not fail a resource), the database-backed
-test entity backend (its database is its "cloud": unreachable is a transient API error).
+back. Callers: ``Store.unreachable`` (``store/transactions.py``), which the engine's step
+runner (an outage must not fail a resource) and the API's error handler ask; the entity
+tables of plugin backends (``entity_tables.py``: for the test entity backend its database is
+its "cloud", and unreachable a transient API error).
 """
 
 from __future__ import annotations

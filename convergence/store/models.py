@@ -15,7 +15,8 @@ PostgreSQL compare them the same way and leases need no time-zone arithmetic.
 - ``nodes``: the plan of a traversal, one row per (resource record, phase), keyed by a
   sequence number the planner assigns, with a dependency counter and successor list.
 - ``events``: what happened, for users and clients.
-- ``test_entities``: the backend of OS::Heat::TestResource, apart from the engine's tables.
+- ``test_entities``: the backend of OS::Heat::TestResource, apart from the engine's tables:
+  an entity table for a plugin (``store/entity_tables.py``), with a migration of its own.
 - ``workers``: the processes running steps (and API processes stepping in-process), each
   with its last heartbeat (``convergence.heartbeat``).
 - ``sweeps``: one row per periodic job (the sweeper): who holds its turn, until when, and
@@ -229,7 +230,7 @@ class EventRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
     # A stack's events in id order, both ways (paging, streams); those of one resource, and
-    # those of one status (the failures), in id order too (``store/event_pages.py``).
+    # those of one status (the failures), in id order too (``store/events.py``).
     __table_args__ = (Index("ix_events_stack", "stack_id", "id"),
                       Index("ix_events_stack_resource", "stack_id", "resource_name", "id"),
                       Index("ix_events_stack_status", "stack_id", "status", "id"))

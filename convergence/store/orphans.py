@@ -3,122 +3,84 @@
 A worker that wakes up past its lease (frozen, paused, too slow) may already be inside its
 call to the cloud: no check on its side can stop a create that was on its way. Its result is
 then refused (fenced off), and what it made is named by no record. The engine notes it here
-(:func:`note`), in the transaction that refuses the result; the sweeper
-(:mod:`convergence.engine.orphans`) takes the record's lease (:func:`claim`), has the
+(``note_orphans``), in the transaction that refuses the result; the sweeper
+(:mod:`convergence.engine.orphans`) takes the record's lease (``claim_orphan``), has the
 resource's plugin remove it unless the record names it by then (its new holder adopted it),
-and ends with :func:`done` or :func:`give_back`.
+and ends with ``orphan_removed`` or ``give_back_orphan``.
 
-Each function takes an open :class:`~convergence.store.repository.Tx` and does one thing.
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Orphans`` protocol.
+Each method does one thing in the transaction it is called in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import cast
 
-from sqlalchemy import Table, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
-from convergence.store import models as m
-from convergence.store.repository import T_RES, Tx
-
-T_ORPHAN = cast(Table, m.OrphanRow.__table__)
+from convergence.ports.views import Claim, NewOrphan, Orphan
+from convergence.store.rows import T_ORPHAN, T_RES, TxPart
 
 
-@dataclass(frozen=True, slots=True)
-class NewOrphan:
-    record_id: int
-    stack_id: str
-    name: str
-    type: str
-    physical_id: str
+class OrphanQueries(TxPart):
+    def note_orphans(self, orphans: Sequence[NewOrphan]) -> None:
+        if orphans:
+            self.conn.execute(insert(T_ORPHAN), [
+                {"record_id": o.record_id, "stack_id": o.stack_id, "name": o.name,
+                 "type": o.type, "physical_id": o.physical_id, "noted_at": self.now,
+                 "attempts": 0}
+                for o in orphans])
 
+    def pending_orphans(self, limit: int) -> list[Orphan]:
+        """The orphans not removed yet, oldest first."""
+        rows = self.conn.execute(select(T_ORPHAN).order_by(T_ORPHAN.c.id).limit(limit))
+        return [Orphan(r.id, r.record_id, r.stack_id, r.name, r.type, r.physical_id,
+                       r.attempts) for r in rows]
 
-@dataclass(frozen=True, slots=True)
-class Orphan:
-    id: int
-    record_id: int
-    stack_id: str
-    name: str
-    type: str
-    physical_id: str
-    attempts: int
+    def claim_orphan(self, orphan: Orphan, holder: str, until: float) -> Claim | None:
+        """Lease the orphan's record to ``holder`` (None: someone holds it; try later).
 
+        A record that names the orphan adopted it: the orphan is forgotten. A record gone (its
+        stack or the resource deleted since) leaves nobody to act on the owner key but us.
+        """
+        row = self.conn.execute(select(T_RES.c.physical_id, T_RES.c.lease_owner,
+                                       T_RES.c.lease_expires, T_RES.c.action, T_RES.c.status)
+                                .where(T_RES.c.id == orphan.record_id)).first()
+        if row is None:
+            return Claim()
+        if row.physical_id == orphan.physical_id:
+            self.conn.execute(delete(T_ORPHAN).where(T_ORPHAN.c.id == orphan.id))
+            return Claim(adopted=True)
+        if row.lease_owner is not None:
+            return None
+        # Both checks again, in the statement: a holder may have come and gone since the read.
+        # A poll watch is nobody's, and is put back when the lease ends. The fencing token is
+        # left as it is: the sweeper writes nothing to the record, and a poll on its way (which
+        # names the token it expects) must still find it, once the lease is free again.
+        taken = self.conn.execute(update(T_RES).where(
+            T_RES.c.id == orphan.record_id, T_RES.c.lease_owner.is_(None),
+            T_RES.c.physical_id.is_distinct_from(orphan.physical_id),
+        ).values(lease_owner=holder, lease_expires=until))
+        if taken.rowcount != 1:
+            return None
+        return Claim(held=True, watch=row.lease_expires, action=row.action, status=row.status)
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """The record of an orphan, as the sweeper took it."""
+    def orphan_removed(self, orphan: Orphan, claimed: Claim, holder: str) -> None:
+        """The orphan is removed: forget it, and let go of its record."""
+        self.conn.execute(delete(T_ORPHAN).where(T_ORPHAN.c.id == orphan.id))
+        self._let_go_of_orphan(orphan, claimed, holder)
 
-    adopted: bool = False  # the record names the orphan: it is not one (the row is gone)
-    held: bool = False  # True: the sweeper holds the record's lease (False: no record left)
-    watch: float | None = None  # a poll watch the lease replaced, put back at the end
-    action: str = ""
-    status: str = ""
+    def give_back_orphan(self, orphan: Orphan, claimed: Claim, holder: str) -> None:
+        """The orphan could not be removed this time: let go of its record; try again later."""
+        self.conn.execute(update(T_ORPHAN).where(T_ORPHAN.c.id == orphan.id)
+                          .values(attempts=T_ORPHAN.c.attempts + 1))
+        self._let_go_of_orphan(orphan, claimed, holder)
 
+    def _let_go_of_orphan(self, orphan: Orphan, claimed: Claim, holder: str) -> None:
+        if claimed.held:
+            self.conn.execute(update(T_RES).where(
+                T_RES.c.id == orphan.record_id, T_RES.c.lease_owner == holder,
+            ).values(lease_owner=None, lease_expires=claimed.watch))
 
-def note(tx: Tx, orphans: Sequence[NewOrphan]) -> None:
-    if orphans:
-        tx.conn.execute(insert(T_ORPHAN), [
-            {"record_id": o.record_id, "stack_id": o.stack_id, "name": o.name,
-             "type": o.type, "physical_id": o.physical_id, "noted_at": tx.now, "attempts": 0}
-            for o in orphans])
-
-
-def pending(tx: Tx, limit: int) -> list[Orphan]:
-    """The orphans not removed yet, oldest first."""
-    rows = tx.conn.execute(select(T_ORPHAN).order_by(T_ORPHAN.c.id).limit(limit))
-    return [Orphan(r.id, r.record_id, r.stack_id, r.name, r.type, r.physical_id, r.attempts)
-            for r in rows]
-
-
-def claim(tx: Tx, orphan: Orphan, holder: str, until: float) -> Claim | None:
-    """Lease the orphan's record to ``holder`` (None: someone holds it; try later).
-
-    A record that names the orphan adopted it: the orphan is forgotten. A record gone (its
-    stack or the resource deleted since) leaves nobody to act on the owner key but us.
-    """
-    row = tx.conn.execute(select(T_RES.c.physical_id, T_RES.c.lease_owner,
-                                 T_RES.c.lease_expires, T_RES.c.action, T_RES.c.status)
-                          .where(T_RES.c.id == orphan.record_id)).first()
-    if row is None:
-        return Claim()
-    if row.physical_id == orphan.physical_id:
-        tx.conn.execute(delete(T_ORPHAN).where(T_ORPHAN.c.id == orphan.id))
-        return Claim(adopted=True)
-    if row.lease_owner is not None:
-        return None
-    # Both checks again, in the statement: a holder may have come and gone since the read.
-    # A poll watch is nobody's, and is put back when the lease ends. The fencing token is
-    # left as it is: the sweeper writes nothing to the record, and a poll on its way (which
-    # names the token it expects) must still find it, once the lease is free again.
-    taken = tx.conn.execute(update(T_RES).where(
-        T_RES.c.id == orphan.record_id, T_RES.c.lease_owner.is_(None),
-        T_RES.c.physical_id.is_distinct_from(orphan.physical_id),
-    ).values(lease_owner=holder, lease_expires=until))
-    if taken.rowcount != 1:
-        return None
-    return Claim(held=True, watch=row.lease_expires, action=row.action, status=row.status)
-
-
-def done(tx: Tx, orphan: Orphan, claimed: Claim, holder: str) -> None:
-    """The orphan is removed: forget it, and let go of its record."""
-    tx.conn.execute(delete(T_ORPHAN).where(T_ORPHAN.c.id == orphan.id))
-    _release(tx, orphan, claimed, holder)
-
-
-def give_back(tx: Tx, orphan: Orphan, claimed: Claim, holder: str) -> None:
-    """The orphan could not be removed this time: let go of its record; try again later."""
-    tx.conn.execute(update(T_ORPHAN).where(T_ORPHAN.c.id == orphan.id)
-                    .values(attempts=T_ORPHAN.c.attempts + 1))
-    _release(tx, orphan, claimed, holder)
-
-
-def _release(tx: Tx, orphan: Orphan, claimed: Claim, holder: str) -> None:
-    if claimed.held:
-        tx.conn.execute(update(T_RES).where(
-            T_RES.c.id == orphan.record_id, T_RES.c.lease_owner == holder,
-        ).values(lease_owner=None, lease_expires=claimed.watch))
-
-
-def count(tx: Tx) -> int:
-    return int(tx.conn.execute(select(func.count()).select_from(T_ORPHAN)).scalar_one())
+    def count_orphans(self) -> int:
+        return int(self.conn.execute(select(func.count()).select_from(T_ORPHAN)).scalar_one())

@@ -1,6 +1,6 @@
 """The filters Heat's list APIs share, as SQL: any of several values, and a status filter.
 
-Callers: ``convergence.store.event_pages`` and ``convergence.store.resource_pages``, whose
+Callers: ``convergence.store.events`` and ``convergence.store.resource_pages``, whose
 tables both hold an ``action`` and a ``status`` column.
 """
 

@@ -1,10 +1,11 @@
 """Pages of one stack's resources: Heat's resource list answered by indexed queries.
 
-Callers: ``convergence.services`` (``resource_page``, ``resource_chunks``), for the API's
+Callers: composed into ``transactions.Tx`` (``Tx.resource_page``, in the ports' ``Records``
+protocol); ``convergence.services`` (``resource_page``, ``resource_chunks``), for the API's
 ``GET .../resources`` and ``.../resources/{name}`` and the CLI's ``resource list`` and
-``resource show``. What the caller asks for is a :class:`ResourceQuery`: the filters, the
-order, a ``marker`` (the resource the page starts after) and a ``limit``; the answer is a
-:class:`ResourcePage`, the records and who requires each.
+``resource show``. What the caller asks for is a :class:`~convergence.ports.pages.ResourceQuery`:
+the filters, the order, a ``marker`` (the resource the page starts after) and a ``limit``; the
+answer is a :class:`~convergence.ports.pages.ResourcePage`, the records and who requires each.
 
 A listing shows one record per resource name: the version the stack uses. Several versions of
 a name live side by side while one replaces another; the one shown is an unreplaced one before
@@ -33,10 +34,9 @@ stack of 100 resources as on one of 100,000:
   each page. The keys are taken in one direction, all ascending or all descending.
 
 ``required_by`` (the names of the records built on a record: those whose ``requires`` holds
-its id) is read for the page's records only, through an index: on PostgreSQL
-``ix_resources_requires``, a GIN index on ``requires`` as ``jsonb`` (one look-up per page); on
-SQLite, which cannot index the elements of a JSON list, ``resource_requirements``, the lists as
-rows, kept by triggers (``models.RequirementRow``), by ``ix_resource_requirements_required``.
+its id) is read for the page's records only, through an index (``dialect.required_by``: on
+PostgreSQL ``ix_resources_requires``, a GIN index on ``requires`` as ``jsonb``; on SQLite
+``resource_requirements``, the lists as rows, kept by triggers).
 
 ``nested_depth`` is carried for the nested stacks to come: no resource type owns a nested
 stack yet, so a listing at any depth is the stack's own resources (see
@@ -45,110 +45,51 @@ stack yet, so a listing at any depth is the stack's own resources (see
 
 from __future__ import annotations
 
-import json
-import typing
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     FromClause,
-    Table,
-    Text,
     and_,
-    any_,
     bindparam,
-    cast,
     exists,
     func,
     or_,
     select,
     tuple_,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from convergence.store import models as m
+from convergence.ports.pages import ResourcePage, ResourceQuery
+from convergence.ports.views import RecordView
+from convergence.store import dialect
 from convergence.store.page_filters import any_of, status_is
-from convergence.store.repository import T_RES, Tx, _record
-from convergence.store.views import RecordView
-
-T_REQUIREMENTS = typing.cast(Table, m.RequirementRow.__table__)
-
-# What a listing may be ordered by (``sort_keys``: the first key, then the next among equals);
-# the name always ends the order (unique among the listed records: nothing after it matters).
-SORT_KEYS = ("name", "type", "status", "created_at", "updated_at", "physical_id")
-
-RequiredBy = Mapping[int, tuple[str, ...]]
+from convergence.store.rows import T_RES, TxPart, record_view
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceQuery:
-    """A page of a stack's resources. A filter given several values matches any of them; an
-    empty filter matches every resource. Every filter looks at the version of each resource
-    the stack uses (the one listed), never at one being replaced."""
-
-    limit: int | None = None  # None: every resource after the marker
-    # A resource name: the page starts after it, in the page's order. In name order it is a
-    # position, which need not be a resource of the stack (one deleted between two pages still
-    # places the next); in another order it must be one (its values place the page).
-    marker: str | None = None
-    descending: bool = False
-    sort_keys: tuple[str, ...] = ()  # each one of SORT_KEYS; () or ("name",): by name
-    names: tuple[str, ...] = ()  # Heat's ``name`` (and ``id``: a resource's logical id)
-    types: tuple[str, ...] = ()
-    actions: tuple[str, ...] = ()
-    # Each a status (``COMPLETE``) or, as the listing shows it, ``ACTION_STATUS``.
-    statuses: tuple[str, ...] = ()
-    # ``""`` matches a resource with no physical resource yet (listed as ``""``).
-    physical_ids: tuple[str, ...] = ()
-    nested_depth: int = 0  # levels of nested stacks to list too (none exist yet)
-
-    def __post_init__(self) -> None:
-        unknown = [k for k in self.sort_keys if k not in SORT_KEYS]
-        if unknown:
-            raise ValueError(f"unknown sort keys {unknown}: allowed are {', '.join(SORT_KEYS)}")
-        if self.limit is not None and self.limit < 0:
-            raise ValueError("limit must not be negative")
-        if self.nested_depth < 0:
-            raise ValueError("nested_depth must not be negative")
-
-
-@dataclass(frozen=True, slots=True)
-class ResourcePage:
-    """The records of a page, in its order, and for each (by record id) the names of the
-    records built on it (Heat's ``required_by``, sorted; a name appears once however many of
-    its versions require the record)."""
-
-    records: tuple[RecordView, ...]
-    required_by: RequiredBy = field(default_factory=dict)
-
-    def users(self, record: RecordView) -> list[str]:
-        """``required_by`` of one of the page's records."""
-        return list(self.required_by.get(record.id, ()))
-
-
-def page(tx: Tx, stack_id: str, query: ResourceQuery,
-         after: RecordView | None = None) -> ResourcePage | None:
-    """The page's records, in its order, with who requires each. ``after``: a record the page
-    continues after (the last of the page before), in place of the query's marker; its values
-    place the page even if it is gone since. None when the order needs the marker's values and
-    the marker is not a resource of the stack."""
-    if query.limit == 0:
-        return ResourcePage(())
-    t = T_RES
-    keys = _order(query)
-    statement = select(t).where(_of_stack(stack_id, query), *_filters(query), _listed())
-    if after is not None or query.marker is not None:
-        past = _after(tx, stack_id, query, keys, after)
-        if past is None:
-            return None
-        statement = statement.where(past)
-    statement = statement.order_by(*(c.desc() if query.descending else c for c, _ in keys))
-    if query.limit is not None:
-        statement = statement.limit(query.limit)
-    records = tuple(_record(r) for r in tx.conn.execute(statement))
-    return ResourcePage(records, _required_by(tx, stack_id, [r.id for r in records]))
+class ResourcePageQueries(TxPart):
+    def resource_page(self, stack_id: str, query: ResourceQuery,
+                      after: RecordView | None = None) -> ResourcePage | None:
+        """The page's records, in its order, with who requires each. ``after``: a record the
+        page continues after (the last of the page before), in place of the query's marker;
+        its values place the page even if it is gone since. None when the order needs the
+        marker's values and the marker is not a resource of the stack."""
+        if query.limit == 0:
+            return ResourcePage(())
+        t = T_RES
+        keys = _order(query)
+        statement = select(t).where(_of_stack(stack_id, query), *_filters(query), _listed())
+        if after is not None or query.marker is not None:
+            past = _after(self.conn, stack_id, query, keys, after)
+            if past is None:
+                return None
+            statement = statement.where(past)
+        statement = statement.order_by(*(c.desc() if query.descending else c for c, _ in keys))
+        if query.limit is not None:
+            statement = statement.limit(query.limit)
+        records = tuple(record_view(r) for r in self.conn.execute(statement))
+        return ResourcePage(records, _required_by(self.conn, stack_id, [r.id for r in records]))
 
 
 def _listed() -> ColumnElement[bool]:
@@ -181,7 +122,7 @@ def _order(query: ResourceQuery) -> list[tuple[ColumnElement[Any], Callable[[Rec
     return [k for key in [*keys, "name"] for k in _KEYS[key]]
 
 
-def _after(tx: Tx, stack_id: str, query: ResourceQuery,
+def _after(conn: Connection, stack_id: str, query: ResourceQuery,
            keys: Sequence[tuple[ColumnElement[Any], Callable[[RecordView], Any]]],
            record: RecordView | None) -> ColumnElement[bool] | None:
     """Past ``record``, or else the marker, in the page's order; None when the order needs the
@@ -196,7 +137,7 @@ def _after(tx: Tx, stack_id: str, query: ResourceQuery,
     if record is not None:
         found = [value(record) for _, value in keys]
     else:
-        found = tx.conn.execute(select(*columns).where(
+        found = conn.execute(select(*columns).where(
             T_RES.c.stack_id == stack_id, name == marker, _listed())).first()
     if found is None:
         return None
@@ -233,33 +174,11 @@ def _physical(t: FromClause, value: str) -> ColumnElement[bool]:
     return column == value
 
 
-def _required_by(tx: Tx, stack_id: str, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+def _required_by(conn: Connection, stack_id: str,
+                 ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     """``required_by`` of the records ``ids`` (records of the stack): the names of the stack's
     records whose ``requires`` holds each."""
     if not ids:
         return {}
-    wanted = set(ids)
-    users: dict[int, set[str]] = {}
-    t = T_RES
-    if tx.conn.dialect.name == "postgresql":
-        # ``ix_resources_requires``: each probe ``[id]`` is looked up in the GIN index.
-        probes = cast(bindparam("probes", [json.dumps([i]) for i in wanted],
-                                type_=ARRAY(Text)), ARRAY(JSONB))
-        found = tx.conn.execute(select(t.c.name, t.c.requires).where(
-            cast(t.c.requires, JSONB).op("@>")(any_(probes)), t.c.stack_id == stack_id))
-        for name, requires in found:
-            for rid in wanted.intersection(int(i) for i in requires or ()):
-                users.setdefault(rid, set()).add(name)
-    else:
-        # ``resource_requirements``, kept by triggers: ``ix_resource_requirements_required``,
-        # then each user by its id. Nothing is asked of the users but their ids (a record only
-        # requires records of its own stack): given the stack too, SQLite would rather walk
-        # the stack's records and probe the rows of each.
-        e = T_REQUIREMENTS
-        rows = tx.conn.execute(select(e.c.required_id, t.c.name, t.c.stack_id)
-                               .select_from(e.join(t, t.c.id == e.c.record_id))
-                               .where(e.c.required_id.in_(sorted(wanted))))
-        for rid, name, of_stack in rows:
-            if of_stack == stack_id:
-                users.setdefault(int(rid), set()).add(name)
+    users = dialect.required_by(conn, stack_id, ids)
     return {rid: tuple(sorted(names)) for rid, names in users.items()}

@@ -1,9 +1,10 @@
 """The queries of recovery: the sweeper's turn, and what it looks for in the database.
 
-Callers: :mod:`convergence.engine.sweeper` (the periodic sweep), the worker's graceful
-shutdown (``release_owned``) and ``convergence admin reset``. Each function takes an open
-:class:`~convergence.store.repository.Tx` and does one thing in it; the sweeper composes them
-in short transactions of its own.
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Sweeps`` protocol by
+:mod:`convergence.engine.sweeper` (the periodic sweep), the worker's graceful shutdown
+(``release_owned``) and ``convergence admin reset`` (``release_stack_leases``). Each method
+does one thing in the transaction it is called in; the sweeper composes them in short
+transactions of its own.
 
 Nothing here decides what a lost piece of work means: it finds rows in a state that only a
 crash, a lost message or a missed deadline leaves behind, and hands back their ids.
@@ -12,63 +13,22 @@ crash, a lost message or a missed deadline leaves behind, and hands back their i
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, and_, delete, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import and_, delete, func, or_, select, update
 
-from convergence.store import models as m
-from convergence.store.repository import T_NODE, T_RES, T_STACK, T_TRAV, Tx, _chunks
-from convergence.store.views import COMPLETE, FAILED, PLANNING, READY, RUNNING, SUPERSEDED
+from convergence.ports.views import (
+    COMPLETE,
+    FAILED,
+    PLANNING,
+    READY,
+    RUNNING,
+    SUPERSEDED,
+    TakenOver,
+)
+from convergence.store import dialect
+from convergence.store.rows import T_NODE, T_RES, T_STACK, T_SWEEP, T_TRAV, TxPart, chunks
 
-T_SWEEP = cast(Table, m.SweepRow.__table__)
-
-
-@dataclass(frozen=True, slots=True)
-class TakenOver:
-    """A record whose lease (or poll watch) the sweeper took over, and whose it was."""
-
-    record_id: int
-    stack_id: str
-    name: str
-    type: str
-    physical_id: str | None
-    action: str
-    status: str
-    owner: str | None  # None: a poll watch nobody kept
-
-
-# the turn ---------------------------------------------------------------------------------
-def take_turn(tx: Tx, name: str, holder: str, period: float, hold: float) -> bool:
-    """Take the job ``name`` for ``holder`` if nobody holds it and its last run ended at least
-    ``period`` ago; held for at most ``hold`` seconds (a holder that dies lets go by then)."""
-    free = or_(T_SWEEP.c.held_until.is_(None), T_SWEEP.c.held_until < tx.now,
-               T_SWEEP.c.holder == holder)
-    rested = or_(T_SWEEP.c.finished_at.is_(None), T_SWEEP.c.finished_at <= tx.now - period)
-    taken = tx.conn.execute(update(T_SWEEP).where(T_SWEEP.c.name == name, free, rested).values(
-        holder=holder, held_until=tx.now + hold, started_at=tx.now, runs=T_SWEEP.c.runs + 1))
-    if taken.rowcount == 1:
-        return True
-    dialect = postgresql if tx.conn.dialect.name == "postgresql" else sqlite
-    inserted = tx.conn.execute(dialect.insert(T_SWEEP).values(
-        name=name, holder=holder, held_until=tx.now + hold, started_at=tx.now, runs=1,
-    ).on_conflict_do_nothing(index_elements=["name"]))
-    return inserted.rowcount == 1
-
-
-def end_turn(tx: Tx, name: str, holder: str) -> None:
-    tx.conn.execute(update(T_SWEEP).where(T_SWEEP.c.name == name, T_SWEEP.c.holder == holder)
-                    .values(holder=None, held_until=None, finished_at=tx.now))
-
-
-def last_run(tx: Tx, name: str) -> float | None:
-    """When the job last finished (None: never)."""
-    value = tx.conn.execute(select(T_SWEEP.c.finished_at).where(T_SWEEP.c.name == name)).scalar()
-    return float(value) if value is not None else None
-
-
-# leases -----------------------------------------------------------------------------------
 _TAKEN_COLUMNS = (T_RES.c.id, T_RES.c.stack_id, T_RES.c.name, T_RES.c.type,
                   T_RES.c.physical_id, T_RES.c.action, T_RES.c.status, T_RES.c.lease_owner)
 
@@ -78,148 +38,165 @@ def _taken(rows: Iterable[Any]) -> list[TakenOver]:
                       r.lease_owner) for r in rows]
 
 
-def take_over_expired(tx: Tx, limit: int) -> list[TakenOver]:
-    """Leases past their deadline, and poll watches nobody kept: let go of them, with the
-    fencing token bumped so that a late writer holding the old one is refused."""
-    expired = and_(T_RES.c.lease_expires.is_not(None), T_RES.c.lease_expires < tx.now)
-    found = _taken(tx.conn.execute(select(*_TAKEN_COLUMNS).where(expired)
-                                   .order_by(T_RES.c.id).limit(limit)))
-    if not found:
-        return []
-    taken: set[int] = set()
-    for chunk in _chunks([t.record_id for t in found]):
-        # The deadline is checked again: a holder that renewed meanwhile keeps its lease.
-        rows = tx.conn.execute(update(T_RES).where(T_RES.c.id.in_(chunk), expired).values(
-            lease_owner=None, lease_expires=None, fencing_token=T_RES.c.fencing_token + 1,
-        ).returning(T_RES.c.id))
-        taken.update(r.id for r in rows)
-    return [t for t in found if t.record_id in taken]
+class SweepQueries(TxPart):
+    # the turn -----------------------------------------------------------------------------
+    def take_turn(self, name: str, holder: str, period: float, hold: float) -> bool:
+        """Take the job ``name`` for ``holder`` if nobody holds it and its last run ended at
+        least ``period`` ago; held for at most ``hold`` seconds (a holder that dies lets go by
+        then)."""
+        now = self.now
+        free = or_(T_SWEEP.c.held_until.is_(None), T_SWEEP.c.held_until < now,
+                   T_SWEEP.c.holder == holder)
+        rested = or_(T_SWEEP.c.finished_at.is_(None), T_SWEEP.c.finished_at <= now - period)
+        taken = self.conn.execute(update(T_SWEEP).where(T_SWEEP.c.name == name, free, rested)
+                                  .values(holder=holder, held_until=now + hold, started_at=now,
+                                          runs=T_SWEEP.c.runs + 1))
+        if taken.rowcount == 1:
+            return True
+        return dialect.insert_or_ignore(self.conn, T_SWEEP, "name", dict(
+            name=name, holder=holder, held_until=now + hold, started_at=now, runs=1))
 
+    def end_turn(self, name: str, holder: str) -> None:
+        self.conn.execute(update(T_SWEEP).where(T_SWEEP.c.name == name,
+                                                T_SWEEP.c.holder == holder)
+                          .values(holder=None, held_until=None, finished_at=self.now))
 
-def release_owned(tx: Tx, owner_prefix: str) -> list[TakenOver]:
-    """Let go of every lease whose owner starts with ``owner_prefix`` (a worker stopping, or
-    one known dead), bumping the tokens: whatever it still writes is refused."""
-    owned = T_RES.c.lease_owner.startswith(owner_prefix, autoescape=True)
-    found = _taken(tx.conn.execute(select(*_TAKEN_COLUMNS).where(owned)))
-    if found:
-        tx.conn.execute(update(T_RES).where(
-            T_RES.c.id.in_([t.record_id for t in found]), owned,
+    def last_run(self, name: str) -> float | None:
+        """When the job last finished (None: never)."""
+        value = self.conn.execute(select(T_SWEEP.c.finished_at)
+                                  .where(T_SWEEP.c.name == name)).scalar()
+        return float(value) if value is not None else None
+
+    # leases -------------------------------------------------------------------------------
+    def take_over_expired(self, limit: int) -> list[TakenOver]:
+        """Leases past their deadline, and poll watches nobody kept: let go of them, with the
+        fencing token bumped so that a late writer holding the old one is refused."""
+        expired = and_(T_RES.c.lease_expires.is_not(None), T_RES.c.lease_expires < self.now)
+        found = _taken(self.conn.execute(select(*_TAKEN_COLUMNS).where(expired)
+                                         .order_by(T_RES.c.id).limit(limit)))
+        if not found:
+            return []
+        taken: set[int] = set()
+        for chunk in chunks([t.record_id for t in found]):
+            # The deadline is checked again: a holder that renewed meanwhile keeps its lease.
+            rows = self.conn.execute(update(T_RES).where(T_RES.c.id.in_(chunk), expired).values(
+                lease_owner=None, lease_expires=None, fencing_token=T_RES.c.fencing_token + 1,
+            ).returning(T_RES.c.id))
+            taken.update(r.id for r in rows)
+        return [t for t in found if t.record_id in taken]
+
+    def release_owned(self, owner_prefix: str) -> list[TakenOver]:
+        """Let go of every lease whose owner starts with ``owner_prefix`` (a worker stopping,
+        or one known dead), bumping the tokens: whatever it still writes is refused."""
+        owned = T_RES.c.lease_owner.startswith(owner_prefix, autoescape=True)
+        found = _taken(self.conn.execute(select(*_TAKEN_COLUMNS).where(owned)))
+        if found:
+            self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_([t.record_id for t in found]), owned,
+            ).values(lease_owner=None, lease_expires=None,
+                     fencing_token=T_RES.c.fencing_token + 1))
+        return found
+
+    def release_stack_leases(self, stack_id: str) -> int:
+        """Let go of every lease and poll watch on a stack's records (``admin reset``)."""
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.stack_id == stack_id, T_RES.c.lease_expires.is_not(None),
         ).values(lease_owner=None, lease_expires=None, fencing_token=T_RES.c.fencing_token + 1))
-    return found
+        return int(result.rowcount)
 
+    # nodes --------------------------------------------------------------------------------
+    def ready_nodes_of(self, record_ids: Sequence[int]) -> dict[str, list[int]]:
+        """The ready nodes of the stacks' current traversals that work on these records."""
+        out: dict[str, list[int]] = {}
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(
+                select(T_NODE.c.traversal_id, T_NODE.c.seq)
+                .join(T_RES, T_RES.c.id == T_NODE.c.record_id)
+                .join(T_STACK, and_(T_STACK.c.id == T_RES.c.stack_id,
+                                    T_STACK.c.traversal_id == T_NODE.c.traversal_id))
+                .where(T_RES.c.id.in_(chunk), T_NODE.c.state == READY))
+            for r in rows:
+                out.setdefault(r.traversal_id, []).append(r.seq)
+        return out
 
-def release_stack(tx: Tx, stack_id: str) -> int:
-    """Let go of every lease and poll watch on a stack's records (``admin reset``)."""
-    result = tx.conn.execute(update(T_RES).where(
-        T_RES.c.stack_id == stack_id, T_RES.c.lease_expires.is_not(None),
-    ).values(lease_owner=None, lease_expires=None, fencing_token=T_RES.c.fencing_token + 1))
-    return int(result.rowcount)
-
-
-# nodes ------------------------------------------------------------------------------------
-def _current_running() -> object:
-    return select(T_STACK.c.traversal_id).join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id) \
-        .where(T_TRAV.c.state == RUNNING)
-
-
-def ready_nodes_of(tx: Tx, record_ids: Sequence[int]) -> dict[str, list[int]]:
-    """The ready nodes of the stacks' current traversals that work on these records."""
-    out: dict[str, list[int]] = {}
-    for chunk in _chunks(sorted(set(record_ids))):
-        rows = tx.conn.execute(
+    def idle_ready_nodes(self, idle: float, limit: int) -> dict[str, list[int]]:
+        """Ready nodes of running current traversals that nobody has touched for ``idle``
+        seconds and whose record nobody holds or watches: their message was lost. They are
+        touched, so the next sweep offers them again only after another ``idle``."""
+        rows = self.conn.execute(
             select(T_NODE.c.traversal_id, T_NODE.c.seq)
-            .join(T_RES, T_RES.c.id == T_NODE.c.record_id)
-            .join(T_STACK, and_(T_STACK.c.id == T_RES.c.stack_id,
-                                T_STACK.c.traversal_id == T_NODE.c.traversal_id))
-            .where(T_RES.c.id.in_(chunk), T_NODE.c.state == READY))
+            .select_from(T_STACK)
+            .join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id)
+            .join(T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id)
+            .outerjoin(T_RES, T_RES.c.id == T_NODE.c.record_id)
+            .where(T_TRAV.c.state == RUNNING, T_NODE.c.state == READY,
+                   T_NODE.c.updated_at < self.now - idle,
+                   or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
+                       T_RES.c.lease_expires < self.now))
+            .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
+        out: dict[str, list[int]] = {}
         for r in rows:
             out.setdefault(r.traversal_id, []).append(r.seq)
-    return out
+        for traversal_id, seqs in out.items():
+            for chunk in chunks(seqs):
+                self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    T_NODE.c.state == READY).values(updated_at=self.now))
+        return out
 
+    def next_sweep_due(self, plan_idle: float, node_idle: float) -> float | None:
+        """The earliest moment a sweep may find something that is not lost yet: a lease or
+        poll watch on a resource of an unfinished traversal runs out, a plan or a ready node
+        has waited long enough to count as lost. None: nothing is under way."""
+        unfinished = T_TRAV.c.state.in_((PLANNING, RUNNING))
+        current = and_(T_TRAV.c.id == T_STACK.c.traversal_id, unfinished)
+        lease = select(func.min(T_RES.c.lease_expires)).join(
+            T_STACK, T_STACK.c.id == T_RES.c.stack_id).join(T_TRAV, current).where(
+            T_RES.c.lease_expires.is_not(None))
+        plan = select(func.min(T_TRAV.c.created_at) + plan_idle).join(T_STACK, current).where(
+            T_TRAV.c.state == PLANNING)
+        node = select(func.min(T_NODE.c.updated_at) + node_idle).select_from(T_STACK).join(
+            T_TRAV, and_(current, T_TRAV.c.state == RUNNING)).join(
+            T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id).where(T_NODE.c.state == READY)
+        found = [self.conn.execute(q).scalar() for q in (lease, plan, node)]
+        times = [float(v) for v in found if v is not None]
+        return min(times) if times else None
 
-def idle_ready_nodes(tx: Tx, idle: float, limit: int) -> dict[str, list[int]]:
-    """Ready nodes of running current traversals that nobody has touched for ``idle``
-    seconds and whose record nobody holds or watches: their message was lost. They are
-    touched, so the next sweep offers them again only after another ``idle``."""
-    rows = tx.conn.execute(
-        select(T_NODE.c.traversal_id, T_NODE.c.seq)
-        .select_from(T_STACK)
-        .join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id)
-        .join(T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id)
-        .outerjoin(T_RES, T_RES.c.id == T_NODE.c.record_id)
-        .where(T_TRAV.c.state == RUNNING, T_NODE.c.state == READY,
-               T_NODE.c.updated_at < tx.now - idle,
-               or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
-                   T_RES.c.lease_expires < tx.now))
-        .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
-    out: dict[str, list[int]] = {}
-    for r in rows:
-        out.setdefault(r.traversal_id, []).append(r.seq)
-    for traversal_id, seqs in out.items():
-        for chunk in _chunks(seqs):
-            tx.conn.execute(update(T_NODE).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                T_NODE.c.state == READY).values(updated_at=tx.now))
-    return out
+    # traversals ---------------------------------------------------------------------------
+    def stalled_plans(self, idle: float) -> list[str]:
+        """Current traversals still PLANNING ``idle`` seconds after they were accepted, that
+        no planner is working on (on PostgreSQL a planner holds the row locked: those are
+        skipped)."""
+        query = select(T_TRAV.c.id).join(T_STACK, T_STACK.c.traversal_id == T_TRAV.c.id).where(
+            T_TRAV.c.state == PLANNING, T_TRAV.c.created_at < self.now - idle)
+        query = dialect.lock_unless_locked(self.conn, query, of=T_TRAV)
+        return [r.id for r in self.conn.execute(query)]
 
+    def unconcluded_traversals(self) -> list[str]:
+        """Running current traversals with nothing left to do: their finish was lost."""
+        rows = self.conn.execute(select(T_TRAV.c.id).join(
+            T_STACK, T_STACK.c.traversal_id == T_TRAV.c.id,
+        ).where(T_TRAV.c.state == RUNNING, T_TRAV.c.nodes_remaining <= 0))
+        return [r.id for r in rows]
 
-def next_due(tx: Tx, plan_idle: float, node_idle: float) -> float | None:
-    """The earliest moment a sweep may find something that is not lost yet: a lease or poll
-    watch on a resource of an unfinished traversal runs out, a plan or a ready node has
-    waited long enough to count as lost. None: nothing is under way."""
-    unfinished = T_TRAV.c.state.in_((PLANNING, RUNNING))
-    current = and_(T_TRAV.c.id == T_STACK.c.traversal_id, unfinished)
-    lease = select(func.min(T_RES.c.lease_expires)).join(
-        T_STACK, T_STACK.c.id == T_RES.c.stack_id).join(T_TRAV, current).where(
-        T_RES.c.lease_expires.is_not(None))
-    plan = select(func.min(T_TRAV.c.created_at) + plan_idle).join(T_STACK, current).where(
-        T_TRAV.c.state == PLANNING)
-    node = select(func.min(T_NODE.c.updated_at) + node_idle).select_from(T_STACK).join(
-        T_TRAV, and_(current, T_TRAV.c.state == RUNNING)).join(
-        T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id).where(T_NODE.c.state == READY)
-    found = [tx.conn.execute(q).scalar() for q in (lease, plan, node)]
-    times = [float(v) for v in found if v is not None]
-    return min(times) if times else None
+    def overdue_traversals(self) -> list[str]:
+        """Running (or planning) current traversals past their deadline."""
+        rows = self.conn.execute(select(T_TRAV.c.id).join(
+            T_STACK, T_STACK.c.traversal_id == T_TRAV.c.id,
+        ).where(T_TRAV.c.state.in_((PLANNING, RUNNING)), T_TRAV.c.deadline.is_not(None),
+                T_TRAV.c.deadline < self.now))
+        return [r.id for r in rows]
 
-
-# traversals -------------------------------------------------------------------------------
-def stalled_plans(tx: Tx, idle: float) -> list[str]:
-    """Current traversals still PLANNING ``idle`` seconds after they were accepted, that no
-    planner is working on (on PostgreSQL a planner holds the row locked: those are skipped)."""
-    query = select(T_TRAV.c.id).join(T_STACK, T_STACK.c.traversal_id == T_TRAV.c.id).where(
-        T_TRAV.c.state == PLANNING, T_TRAV.c.created_at < tx.now - idle)
-    if tx.conn.dialect.name == "postgresql":
-        query = query.with_for_update(of=T_TRAV, skip_locked=True, key_share=True)
-    return [r.id for r in tx.conn.execute(query)]
-
-
-def unconcluded(tx: Tx) -> list[str]:
-    """Running current traversals with nothing left to do: their finish was lost."""
-    rows = tx.conn.execute(select(T_TRAV.c.id).join(
-        T_STACK, T_STACK.c.traversal_id == T_TRAV.c.id,
-    ).where(T_TRAV.c.state == RUNNING, T_TRAV.c.nodes_remaining <= 0))
-    return [r.id for r in rows]
-
-
-def overdue(tx: Tx) -> list[str]:
-    """Running (or planning) current traversals past their deadline."""
-    rows = tx.conn.execute(select(T_TRAV.c.id).join(
-        T_STACK, T_STACK.c.traversal_id == T_TRAV.c.id,
-    ).where(T_TRAV.c.state.in_((PLANNING, RUNNING)), T_TRAV.c.deadline.is_not(None),
-            T_TRAV.c.deadline < tx.now))
-    return [r.id for r in rows]
-
-
-def purge_nodes(tx: Tx, ended_before: float, traversals: int) -> int:
-    """Delete the plans (node rows) of up to ``traversals`` traversals that ended before
-    ``ended_before``: nobody reads them once their traversal is over."""
-    ids = [r.id for r in tx.conn.execute(select(T_TRAV.c.id).where(
-        T_TRAV.c.state.in_((COMPLETE, FAILED, SUPERSEDED)),
-        T_TRAV.c.finished_at < ended_before, T_TRAV.c.nodes_total > 0,
-    ).limit(traversals))]
-    if not ids:
-        return 0
-    deleted = tx.conn.execute(delete(T_NODE).where(T_NODE.c.traversal_id.in_(ids)))
-    # nodes_total 0 marks the plan as purged, so that the traversal is not looked at again.
-    tx.conn.execute(update(T_TRAV).where(T_TRAV.c.id.in_(ids)).values(nodes_total=0))
-    return int(deleted.rowcount)
+    def purge_nodes(self, ended_before: float, traversals: int) -> int:
+        """Delete the plans (node rows) of up to ``traversals`` traversals that ended before
+        ``ended_before``: nobody reads them once their traversal is over."""
+        ids = [r.id for r in self.conn.execute(select(T_TRAV.c.id).where(
+            T_TRAV.c.state.in_((COMPLETE, FAILED, SUPERSEDED)),
+            T_TRAV.c.finished_at < ended_before, T_TRAV.c.nodes_total > 0,
+        ).limit(traversals))]
+        if not ids:
+            return 0
+        deleted = self.conn.execute(delete(T_NODE).where(T_NODE.c.traversal_id.in_(ids)))
+        # nodes_total 0 marks the plan as purged, so that the traversal is not looked at again.
+        self.conn.execute(update(T_TRAV).where(T_TRAV.c.id.in_(ids)).values(nodes_total=0))
+        return int(deleted.rowcount)

@@ -2,7 +2,9 @@
 
 ``parameters.py`` parses each parameter's list with :func:`parse_constraints` and checks values
 (defaults, environment values, CLI values) with :func:`check_value`; ``validate.py`` passes the
-:class:`CustomConstraints` implementation that knows names such as ``nova.flavor``.
+:class:`CustomConstraints` implementation that knows names such as ``nova.flavor``; the
+services describe a parameter's constraints in Heat's answers from these classes. The parameter
+types and the conversions values are checked in are in ``conversions``.
 
 The rules are Heat's (``heat/engine/constraints.py`` and ``heat/engine/hot/parameters.py``):
 which constraint applies to which parameter type, the shape of each, ``allowed_pattern``
@@ -18,72 +20,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from convergence.template.conversions import (
+    BOOLEAN,
+    COMMA_DELIMITED_LIST,
+    JSON,
+    NUMBER,
+    STRING,
+    bool_from_string,
+    kind_of,
+    show,
+    str_to_num,
+)
 from convergence.template.errors import PARAMETER, Path, Problems
-
-# The HOT parameter types.
-STRING = "string"
-NUMBER = "number"
-BOOLEAN = "boolean"
-JSON = "json"
-COMMA_DELIMITED_LIST = "comma_delimited_list"
-PARAMETER_TYPES = (STRING, NUMBER, COMMA_DELIMITED_LIST, JSON, BOOLEAN)
-
-# oslo.utils strutils.bool_from_string(strict=True), which Heat uses for boolean parameters.
-TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
-FALSE_STRINGS = frozenset({"0", "f", "false", "off", "n", "no"})
-_BOOL_WORDS = ", ".join(sorted(TRUE_STRINGS | FALSE_STRINGS))
-
-
-def str_to_num(value: Any) -> int | float:
-    """A number from a number or a numeric string, as Heat's ``Schema.str_to_num``.
-
-    Raises ValueError. Booleans are refused although Python counts them as numbers: a
-    ``true`` given for a number is a mistake, not 1.
-    """
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a number")
-    if isinstance(value, int | float):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"a {_kind_of(value)} is not a number")
-    try:
-        return int(value)
-    except ValueError:
-        return float(value)
-
-
-def bool_from_string(value: Any) -> bool:
-    """A boolean as Heat reads one: ``str(value)`` against strutils' words. Raises ValueError."""
-    if isinstance(value, bool):
-        return value
-    lowered = str(value).strip().lower()
-    if lowered in TRUE_STRINGS:
-        return True
-    if lowered in FALSE_STRINGS:
-        return False
-    raise ValueError(f"not a boolean; use one of {_BOOL_WORDS}")
-
-
-def _kind_of(value: Any) -> str:
-    if isinstance(value, dict):
-        return "map"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if value is None:
-        return "null"
-    return "string" if isinstance(value, str) else type(value).__name__
-
-
-def show(value: Any, hidden: bool = False) -> str:
-    """A value as it appears in a message: short, and never the value of a hidden parameter."""
-    if hidden:
-        return "the value"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _num(value: float) -> str:
@@ -153,7 +101,7 @@ class Length:
                 custom: CustomConstraints) -> str | None:
         if not isinstance(value, str | list | dict):
             # Heat accepts any JSON for a json parameter; a bare number has no length.
-            return self.description or f"a {_kind_of(value)} has no length"
+            return self.description or f"a {kind_of(value)} has no length"
         n = len(value)
         if (self.min is not None and n < self.min) or (self.max is not None and n > self.max):
             bounds = _bounds(self.min, self.max)
@@ -365,7 +313,7 @@ def parse_constraints(
     if data is None:
         return ()
     if not isinstance(data, list):
-        problems.add(path, f"constraints must be a list, not a {_kind_of(data)}", PARAMETER)
+        problems.add(path, f"constraints must be a list, not a {kind_of(data)}", PARAMETER)
         return ()
     result: list[Constraint] = []
     for i, entry in enumerate(data):
@@ -430,7 +378,7 @@ def _parse_entry(entry: Any, path: Path, problems: Problems, modulo_allowed: boo
         constraint = _parse_modulo(body, where, description, problems)
     elif kind == "allowed_values":
         if not isinstance(body, list):
-            problems.add(where, f"allowed_values must be a list, not a {_kind_of(body)}",
+            problems.add(where, f"allowed_values must be a list, not a {kind_of(body)}",
                          PARAMETER)
             return None
         constraint = AllowedValues(tuple(body), description)
@@ -527,7 +475,7 @@ def _parse_modulo(body: Any, where: Path, description: str | None,
 def _parse_pattern(body: Any, where: Path, description: str | None,
                    problems: Problems) -> AllowedPattern | None:
     if not isinstance(body, str):
-        problems.add(where, f"allowed_pattern must be a string, not a {_kind_of(body)}",
+        problems.add(where, f"allowed_pattern must be a string, not a {kind_of(body)}",
                      PARAMETER)
         return None
     try:

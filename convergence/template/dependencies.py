@@ -1,6 +1,8 @@
 """Which resources depend on which, and the cycles that make a template impossible.
 
-Used by validation (a cycle is an error that names it: ``a -> b -> c -> a``) and by the planner.
+Used by ``parse`` and ``validate`` (a cycle is an error that names it: ``a -> b -> c -> a``);
+``validate`` stores what :func:`resource_dependencies` finds in the ``StackDefinition``, which
+is what the engine's planner reads.
 Everything here is linear in the size of the graph and iterative, so a 100,000-resource chain
 neither recurses nor slows down.
 """

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from convergence.template.constraints import str_to_num
+from convergence.template.conversions import str_to_num
 from convergence.template.errors import ENVIRONMENT, Path, Problems, TemplateError
 from convergence.template.parameters import (
     BOOLEAN,

@@ -4,6 +4,10 @@ Every problem carries the path of the place it concerns (``resources.web.propert
 a plain sentence, and a kind (used by callers that group problems, such as the corpus report).
 Checks append problems to a :class:`Problems` collector so that one validation reports all of
 them at once; :class:`TemplateError` is what leaves the package when anything was found.
+
+Callers: every module of ``convergence.template`` reports through these; the CLI, the API
+(which turns a TemplateError into Heat's error body), the services and the engine catch
+:class:`TemplateError` and read its problems.
 """
 
 from __future__ import annotations

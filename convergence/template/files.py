@@ -5,6 +5,9 @@ written. Clients (heatclient, our CLI) put every file a template refers to into 
 they key files by their path relative to a root, a nested template's relative references
 (``../fragments/x.sh``) are found by resolving them against the nested template's own key. The
 server's disk is never read.
+
+Callers: ``parse`` and ``resolve`` (``get_file``), ``validate`` and ``registry`` (template
+resources), and the CLI's ``files`` module, which builds the map with the same keys.
 """
 
 from __future__ import annotations

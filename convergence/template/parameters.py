@@ -21,18 +21,20 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from convergence.template.constraints import (
+    NO_CUSTOM_CONSTRAINTS,
+    Constraint,
+    CustomConstraints,
+    check_value,
+    parse_constraints,
+)
+from convergence.template.conversions import (
     BOOLEAN,
     COMMA_DELIMITED_LIST,
     JSON,
-    NO_CUSTOM_CONSTRAINTS,
     NUMBER,
     PARAMETER_TYPES,
     STRING,
-    Constraint,
-    CustomConstraints,
     bool_from_string,
-    check_value,
-    parse_constraints,
     show,
     str_to_num,
 )

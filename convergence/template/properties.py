@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from convergence.template.constraints import bool_from_string
+from convergence.template.conversions import bool_from_string
 from convergence.template.errors import PROPERTY, Path, Problems
 from convergence.template.functions.base import has_calls
 

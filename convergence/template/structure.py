@@ -4,8 +4,9 @@ Callers: :func:`convergence.template.parse.parse_template` for templates and the
 loader for environments, on what :func:`convergence.template.source.load_document` returned. It
 does not depend on the template version: which sections, keys, functions and spellings a given
 ``heat_template_version`` allows is checked afterwards, as are references and resource types.
-The rules live in two JSON Schema files under ``schemas/`` at the root of the repository, which
-editors also use: ``hot-template.schema.json`` and ``environment.schema.json``.
+The rules live in two JSON Schema files in ``convergence/template/schemas/``, shipped in the
+package (an installed wheel validates as a checkout does) and usable by editors:
+``hot-template.schema.json`` and ``environment.schema.json``.
 
 Valid documents are the common case and templates can be large (100,000 resources), so each
 schema is compiled once per process into plain Python with ``fastjsonschema`` and that runs first.
@@ -36,9 +37,8 @@ __all__ = ["SCHEMA_DIR", "Kind", "check_structure", "load_schema", "schema_path"
 
 Kind = Literal["template", "environment"]
 
-# The project is installed in editable mode, so the schemas are found next to the package
-# rather than shipped inside it; editors point at the same files.
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+# Package data (pyproject's package-data), next to this module in a checkout and in a wheel.
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 _SCHEMA_FILES: dict[str, str] = {
     "template": "hot-template.schema.json",

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from convergence.template.functions import collections as col
 from convergence.template.functions import conditions as cnd
 from convergence.template.functions import references as ref
+from convergence.template.functions import repeat as rpt
 from convergence.template.functions import replace as rp
 from convergence.template.functions import strings as st
 from convergence.template.functions import yaql_expr as yq
@@ -95,17 +96,17 @@ F_2013 = _table(
     col.FN_MEMBER_LIST_TO_MAP,
 )
 F_2014 = _table(*_CFN_GONE, base=F_2013)
-F_2015_04 = _table(col.REPEAT, st.DIGEST, base=F_2014)
+F_2015_04 = _table(rpt.REPEAT, st.DIGEST, base=F_2014)
 F_2015_10 = _table(
     ref.GET_ATTR_ALL, st.LIST_JOIN_MULTI, rp.STR_REPLACE_JSON, st.STR_SPLIT,
     _gone("Fn::Select", "get_attr or get_param with a path"), base=F_2015_04,
 )
 F_2016_04 = _table(col.MAP_MERGE, base=F_2015_10)
-F_NEWTON = _table(yq.YAQL, col.MAP_REPLACE, cnd.IF, col.REPEAT_WITH_MAP, base=F_2016_04)
+F_NEWTON = _table(yq.YAQL, col.MAP_REPLACE, cnd.IF, rpt.REPEAT_WITH_MAP, base=F_2016_04)
 F_OCATA = _table(col.FILTER, rp.STR_REPLACE_STRICT, base=F_NEWTON)
 F_PIKE = _table(
     st.MAKE_URL, col.LIST_CONCAT, col.LIST_CONCAT_UNIQUE, rp.STR_REPLACE_VSTRICT, col.CONTAINS,
-    col.REPEAT_PERMUTATIONS, base=F_OCATA,
+    rpt.REPEAT_PERMUTATIONS, base=F_OCATA,
 )
 F_WALLABY = _table(cnd.IF_ELIDE, base=F_PIKE)
 

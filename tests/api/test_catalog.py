@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 
 from convergence import preview
 from convergence.api.app import create_app
+from convergence.ports.views import RecordView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.views import RecordView
 from tests.api.test_stacks_api import BASE, TEMPLATE, assert_heat_error, create, drain
 
 

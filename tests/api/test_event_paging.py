@@ -1,4 +1,4 @@
-"""Heat's event list paged in the database (``convergence.store.event_pages``, read from the
+"""Heat's event list paged in the database (``Tx.event_page``, read from the
 request by ``convergence.api.event_params``), on SQLite and on PostgreSQL.
 
 A stack is created through the API, then given a ledger of events of its own (several
@@ -18,10 +18,10 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from convergence.api.app import create_app
+from convergence.ports.views import NewEvent
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from convergence.store.migrate import upgrade
-from convergence.store.views import NewEvent
 from tests.api.test_stacks_api import BASE, assert_heat_error, create, drain
 from tests.conftest_services import drop_postgres_database, postgres_url, reset_postgres_schema
 

@@ -1,4 +1,4 @@
-"""Heat's resource list paged in the database (``convergence.store.resource_pages``, read from
+"""Heat's resource list paged in the database (``Tx.resource_page``, read from
 the request and answered chunk by chunk by ``convergence.api.resource_list``), on SQLite and on
 PostgreSQL; and a listing whose client went away, stopping, through a real server.
 
@@ -33,12 +33,12 @@ from convergence import services
 from convergence.api.app import create_app
 from convergence.api.views import iso
 from convergence.errors import InvalidParameter
+from convergence.ports.views import RecordChange, RecordView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from convergence.store.db import make_engine
 from convergence.store.migrate import upgrade
-from convergence.store.repository import Store
-from convergence.store.views import RecordChange, RecordView
+from convergence.store.transactions import Store
 from tests.api.test_stacks_api import BASE, assert_heat_error, drain
 from tests.api_process import running_api
 from tests.conftest_services import drop_postgres_database, postgres_url, reset_postgres_schema
@@ -411,7 +411,7 @@ def test_a_list_longer_than_a_chunk_is_answered_whole(
 
 
 def test_chunks_list_every_resource_once_with_its_required_by(rt: Runtime, stack: str) -> None:
-    from convergence.store.resource_pages import ResourceQuery
+    from convergence.ports.pages import ResourceQuery
 
     sid = stack.rsplit("/", 1)[1]
     pages = list(services.resource_chunks(rt, "tenantA", sid, ResourceQuery(), chunk=4))
@@ -424,7 +424,7 @@ def test_chunks_list_every_resource_once_with_its_required_by(rt: Runtime, stack
 
 def test_chunks_continue_after_a_resource_deleted_between_them(rt: Runtime,
                                                                stack: str) -> None:
-    from convergence.store.resource_pages import ResourceQuery
+    from convergence.ports.pages import ResourceQuery
 
     sid = stack.rsplit("/", 1)[1]
     for order in ((), ("type",)):
@@ -442,7 +442,7 @@ def test_chunks_continue_after_a_resource_deleted_between_them(rt: Runtime,
 
 def test_a_marker_outside_name_order_that_is_no_resource_is_refused(rt: Runtime,
                                                                    stack: str) -> None:
-    from convergence.store.resource_pages import ResourceQuery
+    from convergence.ports.pages import ResourceQuery
 
     sid = stack.rsplit("/", 1)[1]
     with pytest.raises(InvalidParameter):

@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 from convergence.api.app import create_app
 from convergence.api.ops import queue_depths
 from convergence.cli import cli
+from convergence.ports.views import WORKER, WorkerInfo
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.worker_views import WORKER, WorkerInfo
 from tests.api.test_auth import TOK_A, TOKENS
 from tests.api.test_ops import _sample
 from tests.api.test_stacks_api import BASE, create, drain

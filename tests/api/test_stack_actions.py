@@ -18,10 +18,11 @@ from fastapi.testclient import TestClient
 
 from convergence import services
 from convergence.api.app import create_app
-from convergence.clock import ManualClock
+from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from tests.api.test_stacks_api import BASE, TEMPLATE, assert_heat_error, create, drain
+from tests.engine.harness import entity_backend
 
 TENANT = "tenantA"
 
@@ -59,7 +60,7 @@ def records(rt: Runtime, sid: str) -> dict[str, Any]:
 
 def entity_values(rt: Runtime, sid: str) -> dict[str, str | None]:
     """What each resource's test entity holds (the simulated cloud)."""
-    return {name: rt.test_entities.get(r.physical_id) if r.physical_id else None
+    return {name: entity_backend(rt).get(r.physical_id) if r.physical_id else None
             for name, r in records(rt, sid).items()}
 
 
@@ -147,7 +148,7 @@ def test_cancel_update_rolls_a_create_back_to_nothing(client: TestClient,
     drain(rt, sid, TENANT)
     assert show(client, url)["stack_status"] == "ROLLBACK_COMPLETE"
     assert services.list_resources(rt, TENANT, sid) == []
-    assert not [o for o, _ in rt.test_entities.live().values() if o.startswith(sid + "/")]
+    assert not [o for o, _ in entity_backend(rt).live().values() if o.startswith(sid + "/")]
 
 
 def test_cancel_without_rollback_stops_a_create(client: TestClient, rt: Runtime) -> None:

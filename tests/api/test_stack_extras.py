@@ -15,6 +15,7 @@ from convergence.api.app import create_app
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from tests.api.test_stacks_api import BASE, TEMPLATE, assert_heat_error, create, drain
+from tests.engine.harness import entity_backend
 
 
 @pytest.fixture
@@ -115,12 +116,12 @@ def test_export_then_abandon_keeps_the_physical_resources(client: TestClient,
     assert first["resource_id"] and first["resource_data"] == {}
     assert first["metadata"] == {"role": "db"} and resources["second"]["metadata"] == {}
     physical = {r["resource_id"] for r in resources.values()}
-    assert physical <= set(rt.test_entities.live())
+    assert physical <= set(entity_backend(rt).live())
 
     r = client.delete(f"{url}/abandon")
     assert r.status_code == 200, r.text
     assert r.json() == exported
-    assert physical <= set(rt.test_entities.live())  # nothing deleted in the cloud
+    assert physical <= set(entity_backend(rt).live())  # nothing deleted in the cloud
     shown = client.get(url).json()["stack"]
     assert shown["stack_status"] == "DELETE_COMPLETE"
     assert client.get(f"{BASE}/stacks").json()["stacks"] == []
@@ -207,7 +208,7 @@ def test_mark_unhealthy_then_update_replaces(client: TestClient, rt: Runtime) ->
              client.get(f"{url}/resources").json()["resources"]}
     assert after["first"]["resource_status"] == "CREATE_COMPLETE"
     assert after["first"]["physical_resource_id"] != before["physical_resource_id"]
-    assert before["physical_resource_id"] not in rt.test_entities.live()  # old one deleted
+    assert before["physical_resource_id"] not in entity_backend(rt).live()  # old one deleted
 
     for bad in ({}, {"mark_unhealthy": "maybe"}, {"mark_unhealthy": True, "other": 1},
                 {"mark_unhealthy": True, "resource_status_reason": 3}):

@@ -219,7 +219,7 @@ def test_backoff_doubles(rt: Runtime) -> None:
 
 
 def test_event_type_names() -> None:
-    from convergence.store.views import EventView
+    from convergence.ports.views import EventView
 
     def ev(action: str, status: str, rtype: str = webhooks.STACK_TYPE) -> EventView:
         return EventView(id=1, stack_id="s", generation=1, resource_name="n",

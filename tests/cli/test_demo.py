@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from convergence.cli import cli
 from convergence.cli.demo_cmd import summarize
-from convergence.store.views import EventView
+from convergence.ports.views import EventView
 
 
 @pytest.fixture(autouse=True)

@@ -26,9 +26,9 @@ from click.testing import CliRunner, Result
 
 from convergence import services
 from convergence.cli import cli
+from convergence.ports.views import StackView
 from convergence.runtime import open_runtime
 from convergence.settings import Settings
-from convergence.store.views import StackView
 from tests.api_process import running_api
 
 TEMPLATE = """\

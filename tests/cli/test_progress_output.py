@@ -22,7 +22,7 @@ from rich.console import Console
 
 from convergence.cli import cli
 from convergence.cli.progress import PlainView, Snapshot
-from convergence.store.views import StackView
+from convergence.ports.views import StackView
 
 INTERVAL = 2.0
 

@@ -25,8 +25,8 @@ from click.testing import CliRunner, Result
 from convergence import preview, services
 from convergence.cli import cli, remote
 from convergence.cli import files as cli_files
+from convergence.cli.common import read_input
 from convergence.cli.files import MAX_FILE_BYTES, key_for, rebase_registry
-from convergence.cli.stack_cmd import read_input
 from convergence.runtime import open_runtime
 from convergence.settings import Settings
 from convergence.template import TemplateError

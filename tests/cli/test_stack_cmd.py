@@ -18,8 +18,8 @@ import yaml
 from click.testing import CliRunner, Result
 
 from convergence import services
-from convergence.cli import cli, progress, stack_cmd
-from convergence.clock import ManualClock
+from convergence.cli import cli, local, progress
+from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 
@@ -492,7 +492,7 @@ def test_work_leased_by_a_stopped_process_is_taken_over_when_the_lease_lapses(
     rt.inprocess.run(max_items=1)  # planned
     first = [r.id for r in services.list_resources(rt, "default", "small") if r.name == "first"]
     with rt.store.begin() as tx:  # a process claimed it, then was killed mid-step
-        assert tx.claim(first, "killed-process", tx.now + 0.3)
+        assert tx.claim_records(first, "killed-process", tx.now + 0.3)
     rt.store.engine.dispose()
 
     shown = run("stack", "show", "small", "-f", "json")
@@ -507,7 +507,7 @@ def test_ctrl_c_leaves_the_stack_for_the_next_command(db_url: str, tmp_path: Pat
 
     t = write(tmp_path, "small.yaml", SMALL)
     with monkeypatch.context() as m:
-        m.setattr(stack_cmd, "run_to_end", interrupted)
+        m.setattr(local, "run_to_end", interrupted)
         result = run("stack", "create", "small", "-t", str(t), "--wait")
     assert result.exit_code == 130
     assert "stays CREATE_IN_PROGRESS; the next command that touches it resumes it" in \

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from convergence import services as sv
-from convergence.clock import ManualClock
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.views import StackView
 
 from .harness import TENANT, Story
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from convergence import services as sv
+from convergence.plugins.heat.test_backend import TEST_ENTITIES, TableTestEntities
+from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
-from convergence.store.views import EventView, RecordView, StackView
 
 TENANT = "tenant-a"
 
@@ -52,6 +53,12 @@ T = {
     "D": res({"get_resource": "C"}),
     "E": res({"get_attr": ["C", "output"]}),
 }
+
+
+def entity_backend(rt: Runtime) -> TableTestEntities:
+    """The runtime's OS::Heat::TestResource backend: what the stacks' resources made."""
+    entities: TableTestEntities = rt.registry.backends[TEST_ENTITIES]
+    return entities
 
 
 class Waiter(Protocol):
@@ -99,16 +106,16 @@ class Story:
     def entities(self) -> dict[str, str]:
         """Live test entities of this stack: entity id -> value."""
         stack_id = self.stack().id
-        return {eid: value for eid, (owner, value) in self.rt.test_entities.live().items()
+        return {eid: value for eid, (owner, value) in entity_backend(self.rt).live().items()
                 if owner.startswith(stack_id + "/")}
 
     def entity_owners(self) -> list[str]:
         stack_id = self.stack().id
-        return [owner for owner, _ in self.rt.test_entities.live().values()
+        return [owner for owner, _ in entity_backend(self.rt).live().values()
                 if owner.startswith(stack_id + "/")]
 
     def created_total(self) -> int:
-        return self.rt.test_entities.created_count_prefix(self.stack().id + "/")
+        return entity_backend(self.rt).created_count_prefix(self.stack().id + "/")
 
 
 Runner = Callable[[], None]

@@ -19,17 +19,17 @@ import pytest
 
 from convergence import preview
 from convergence import services as sv
-from convergence.clock import ManualClock
 from convergence.engine.sweeper import let_go
 from convergence.plugins.base import PluginBase, PluginContext, Progress
 from convergence.plugins.registry import PluginRegistry
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import StackView, TemplateContent
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.views import StackView, TemplateContent
 from convergence.template import TemplateError
 from convergence.template.properties import TypeSchema
 
-from .harness import TENANT, Story, res, template
+from .harness import TENANT, Story, entity_backend, res, template
 
 RETAINED = "retained: deletion_policy is Retain"
 
@@ -99,7 +99,7 @@ def test_a_retained_resource_whose_create_died_before_its_result_is_kept(
     assert (record.action, record.physical_id) == ("INIT", None)
     with rt.store.begin() as tx:  # the worker that died had claimed it
         assert tx.claim_records([record.id], "gone:1.a:1/x", tx.now + 30)
-    made = rt.test_entities.create(f"{record.stack_id}/{record.id}", "kept")
+    made = entity_backend(rt).create(f"{record.stack_id}/{record.id}", "kept")
     let_go(rt.engine, "gone:1.a:1/")  # its node saw it die
     story.delete()
     assert story.finish().stack_status == "DELETE_COMPLETE"

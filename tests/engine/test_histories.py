@@ -40,15 +40,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from convergence import services as sv
-from convergence.clock import ManualClock
 from convergence.errors import Conflict, NotFound
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import RecordView, StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.views import RecordView, StackView
 from tests import ledger
 
 from .conftest import ADVERSITY
-from .harness import TENANT, Story, res, template
+from .harness import TENANT, Story, entity_backend, res, template
 
 NAME = "history"
 VALUES = ("a", "b", "c")
@@ -273,7 +273,7 @@ def unfinished_nodes_of_complete_traversals(rt: Runtime, stack_id: str) -> list[
 
 
 def entities_of(rt: Runtime, stack_id: str) -> dict[str, tuple[str, str]]:
-    return {eid: (owner, value) for eid, (owner, value) in rt.test_entities.live().items()
+    return {eid: (owner, value) for eid, (owner, value) in entity_backend(rt).live().items()
             if owner.startswith(stack_id + "/")}
 
 

@@ -12,12 +12,12 @@ from typing import ClassVar
 import pytest
 
 from convergence import services as sv
-from convergence.clock import ManualClock
 from convergence.plugins.heat.test_resource import TestResource
 from convergence.plugins.registry import PluginRegistry
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.views import StackView
 
 from .conftest import ADVERSITY
 from .harness import TENANT, Story, template

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 from convergence import services
-from convergence.clock import ManualClock
-from convergence.heartbeat import worker_info
 from convergence.holds import StackHolds
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import API, StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.views import StackView
-from convergence.store.worker_views import API
+from convergence.workers.heartbeat import worker_info
 
 SLOW_CREATE = """\
     heat_template_version: 2018-08-31

@@ -20,17 +20,17 @@ from sqlalchemy import create_engine
 
 from convergence import services as sv
 from convergence.cli import cli
-from convergence.clock import ManualClock
 from convergence.engine.engine import Engine
 from convergence.engine.sweeper import Sweeper, let_go
-from convergence.engine.work import NODES, Work
+from convergence.plugins.heat.test_backend import TEST_ENTITIES, TableTestEntities
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import RUNNING, NewOrphan, StackView
+from convergence.ports.work import NODES, Work
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store import orphans, sweeps
-from convergence.store.test_entities import SqlTestEntities
-from convergence.store.views import RUNNING, StackView
+from convergence.store.entity_tables import SqlEntityTables
 
-from .harness import TENANT, Story, res, template
+from .harness import TENANT, Story, entity_backend, res, template
 
 LEASE = 30.0
 
@@ -147,8 +147,7 @@ def test_leases_of_a_dead_worker_are_taken_over_after_they_expire(
     assert rt.inprocess is not None
     rt.inprocess.drop_pending()
     # A worker claimed the ready nodes' records, then died: its messages and leases stay.
-    dead = Engine(rt.store, rt.registry, worker_id="dead-node:4242",
-                  test_entities=rt.test_entities, lease_seconds=LEASE)
+    dead = Engine(rt.store, rt.registry, worker_id="dead-node:4242", lease_seconds=LEASE)
     stack_id = story.stack().id
     with rt.store.begin() as tx:
         stack = tx.stack(stack_id)
@@ -203,8 +202,8 @@ def test_one_sweeper_at_a_time_once_a_period(rt: Runtime) -> None:
     other = Engine(rt.store, rt.registry, worker_id="other:1")
     b = Sweeper(other, 5.0)
     with rt.store.begin() as tx:
-        assert sweeps.take_turn(tx, "sweeper", "a", 5.0, a.hold)
-        assert not sweeps.take_turn(tx, "sweeper", "b", 5.0, b.hold)  # a holds it
+        assert tx.take_turn("sweeper", "a", 5.0, a.hold)
+        assert not tx.take_turn("sweeper", "b", 5.0, b.hold)  # a holds it
     clock.advance(a.hold - 1)
     assert not b.sweep().ran
     clock.advance(2)  # a died holding the turn: it is free once the hold is over
@@ -288,7 +287,7 @@ def test_lease_keeper_renews_and_notices_a_takeover(rt: Runtime, story: Story) -
         clock.advance(LEASE + 1)
         assert not keeper.good("w:1/x")  # not renewed in time: the step must not act
         with rt.store.begin() as tx:
-            assert sweeps.take_over_expired(tx, 10)  # the sweeper takes it over
+            assert tx.take_over_expired(10)  # the sweeper takes it over
             assert tx.claim_records([record.id], "w:2/y", tx.now + LEASE)
         keeper.renew()
         assert not keeper.good("w:1/x")
@@ -388,9 +387,13 @@ def test_a_backend_that_does_not_answer_delays_resources_not_fails_them(
     # The backend's database refuses connections (a cloud API that does not answer): its
     # calls end in RetryLater, so the resources wait rather than fail, and converge once it
     # is back. Then the same for a delete, which must not leave DELETE_FAILED behind.
-    real = rt.engine.test_entities
-    away = SqlTestEntities(create_engine("postgresql+psycopg2://127.0.0.1:1/none"))
-    rt.engine.test_entities = away
+    backends = rt.registry.backends
+    real = backends[TEST_ENTITIES]
+    table = SqlEntityTables(create_engine("postgresql+psycopg2://127.0.0.1:1/none")).table(
+        TEST_ENTITIES)
+    assert table is not None
+    away = TableTestEntities(table)
+    backends[TEST_ENTITIES] = away
     story.create(layered("v"))
 
     def waiting() -> bool:  # each resource of the first layer tried twice (or the end)
@@ -400,15 +403,15 @@ def test_a_backend_that_does_not_answer_delays_resources_not_fails_them(
     run_until(rt, waiting)
     assert story.stack().status == "IN_PROGRESS"
     assert not any(r.status == "FAILED" for vs in story.records().values() for r in vs)
-    rt.engine.test_entities = real
+    backends[TEST_ENTITIES] = real
     story.finish()
     assert_converged(story, "v")
-    rt.engine.test_entities = away
+    backends[TEST_ENTITIES] = away
     story.delete()
     polls = rt.engine.stats.polls
     run_until(rt, waiting)
     assert story.stack().status == "IN_PROGRESS", story.stack().status_reason
-    rt.engine.test_entities = real
+    backends[TEST_ENTITIES] = real
     stack = story.finish()
     assert stack.stack_status == "DELETE_COMPLETE", stack.status_reason
     assert story.entities() == {}
@@ -423,10 +426,9 @@ def _frozen_inside_create(rt: Runtime, story: Story, *, lands_first: bool) -> st
     ``lands_first`` the create lands before the freeze (the other worker finds it), else after
     the other worker made its own. Returns what the frozen worker's create made."""
     traversal_id = planned_here(rt, story)
-    entities = rt.test_entities
-    assert isinstance(entities, SqlTestEntities)
-    other = Engine(rt.store, rt.registry, worker_id="other-node:1.a:1",
-                   test_entities=entities, lease_seconds=LEASE)
+    entities = entity_backend(rt)
+    assert isinstance(entities, TableTestEntities)
+    other = Engine(rt.store, rt.registry, worker_id="other-node:1.a:1", lease_seconds=LEASE)
     made: list[str] = []
 
     def frozen(owner: str, value: str, *, guard: object = None) -> str:
@@ -439,7 +441,7 @@ def _frozen_inside_create(rt: Runtime, story: Story, *, lands_first: bool) -> st
         assert isinstance(clock, ManualClock)
         clock.advance(LEASE + 1)  # frozen past the lease
         with rt.store.begin() as tx:
-            assert sweeps.take_over_expired(tx, 10)
+            assert tx.take_over_expired(10)
         other.run_nodes(traversal_id, [0])
         if not lands_first:
             made.append(entities.create(owner, value))
@@ -453,7 +455,7 @@ def _frozen_inside_create(rt: Runtime, story: Story, *, lands_first: bool) -> st
 
 def _orphans(rt: Runtime) -> list[tuple[int, str]]:
     with rt.store.begin() as tx:
-        return [(o.record_id, o.physical_id) for o in orphans.pending(tx, 100)]
+        return [(o.record_id, o.physical_id) for o in tx.pending_orphans(100)]
 
 
 def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
@@ -498,8 +500,8 @@ def test_what_the_new_holder_adopted_is_no_orphan(rt: Runtime, story: Story) -> 
     assert _orphans(rt) == []  # adopted before the late result was refused: never noted
     # Adopted after it was noted (the new holder's step finished later): forgotten.
     with rt.store.begin() as tx:
-        orphans.note(tx, [orphans.NewOrphan(record.id, record.stack_id, "a",
-                                            "OS::Heat::TestResource", late)])
+        tx.note_orphans([NewOrphan(record.id, record.stack_id, "a",
+                                   "OS::Heat::TestResource", late)])
     assert Sweeper(rt.engine, 5.0).sweep(force=True).counts["orphans adopted"] == 1
     assert _orphans(rt) == []
     assert story.entities() == {late: "x"}
@@ -513,12 +515,11 @@ def test_an_orphan_whose_record_is_gone_is_removed(rt: Runtime, story: Story) ->
     story.finish()
     stack_id = story.stack().id
     # Made for a record deleted since (its resource left the template): nobody holds it.
-    entities = rt.test_entities
-    assert isinstance(entities, SqlTestEntities)
+    entities = entity_backend(rt)
+    assert isinstance(entities, TableTestEntities)
     late = entities.create(f"{stack_id}/999", "x")
     with rt.store.begin() as tx:
-        orphans.note(tx, [orphans.NewOrphan(999, stack_id, "a", "OS::Heat::TestResource",
-                                            late)])
+        tx.note_orphans([NewOrphan(999, stack_id, "a", "OS::Heat::TestResource", late)])
     assert Sweeper(rt.engine, 5.0).sweep(force=True).counts["orphans removed"] == 1
     assert sorted(story.entities().values()) == ["y"]
     assert _orphans(rt) == []
@@ -545,8 +546,8 @@ def test_a_step_holding_its_resource_through_a_cancel_leaves_nothing_in_progress
         rt: Runtime, story: Story) -> None:
     story.create(template({"a": res("x", action_wait_secs={"create": 60})}))
     traversal_id = planned_here(rt, story)
-    entities = rt.test_entities
-    assert isinstance(entities, SqlTestEntities)
+    entities = entity_backend(rt)
+    assert isinstance(entities, TableTestEntities)
     made: list[str] = []
 
     def cancelled_meanwhile(owner: str, value: str, *, guard: object = None) -> str:
@@ -641,8 +642,7 @@ def test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile(
     with rt.store.begin() as tx:
         [seq] = [n.seq for n in tx.nodes(traversal_id, tx.ready_nodes(traversal_id))
                  if n.name == "a" and n.phase == "converge"]
-    dying = Engine(rt.store, rt.registry, worker_id="dying-node:1.a:1",
-                   test_entities=rt.test_entities, lease_seconds=LEASE)
+    dying = Engine(rt.store, rt.registry, worker_id="dying-node:1.a:1", lease_seconds=LEASE)
 
     def die(*args: object, **kwargs: object) -> None:
         raise Died()
@@ -681,7 +681,7 @@ def test_a_superseded_traversal_makes_no_record_for_a_resource_whose_record_vani
     rt.engine.plan(traversal_id)
     rt.inprocess.drop_pending()
     # What a superseded traversal's cleanup of it leaves: neither the entity nor the record.
-    rt.test_entities.delete(str(story.current()["a"].physical_id))
+    entity_backend(rt).delete(str(story.current()["a"].physical_id))
     with rt.store.begin() as tx:
         tx.conn.execute(sqlalchemy.text("DELETE FROM resources WHERE name = 'a'"))
     made_before = story.created_total()

@@ -38,10 +38,10 @@ import pytest
 
 from convergence import services as sv
 from convergence.dispatch.celery_dispatch import CeleryDispatcher
+from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from convergence.store.migrate import upgrade
-from convergence.store.views import StackView
 from tests.conftest_services import (
     claim_redis_db,
     drop_postgres_database,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from convergence.engine.work import NODES, PLAN, Work
+from convergence.ports.work import NODES, PLAN, Work
 from convergence.runtime import Runtime
 from tests.engine.harness import Story, res, template
 

@@ -22,7 +22,7 @@ from convergence.store.db import make_engine, make_sessionmaker, schema_is_curre
 from convergence.store.metrics import StatementCounter, StatementCounts
 from convergence.store.migrate import upgrade
 from convergence.store.models import TemplateRow
-from convergence.store.repository import Store
+from convergence.store.transactions import Store
 from tests import conftest_services
 from tests.conftest_services import postgres_url, reset_postgres_schema
 

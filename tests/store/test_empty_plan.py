@@ -11,12 +11,12 @@ import pytest
 
 from convergence.engine.engine import Engine
 from convergence.engine.traversals import begin_traversal
-from convergence.engine.work import FINISH, Work
 from convergence.plugins.registry import PluginRegistry
+from convergence.ports.views import RUNNING
+from convergence.ports.work import FINISH, Work
 from convergence.store.db import make_engine
 from convergence.store.migrate import upgrade
-from convergence.store.repository import Store
-from convergence.store.views import RUNNING
+from convergence.store.transactions import Store
 from tests.conftest_services import postgres_url, require_postgres, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_empty_plan"

@@ -1,6 +1,6 @@
 """Each page of a stack's events is read along an index, in its order (no sort of the stack's
 events), on SQLite: the plan of the very statement the store sends, for the event list's pages
-(``convergence.store.event_pages``) and for the reads of the event stream and the long-poll
+(``Tx.event_page``) and for the reads of the event stream and the long-poll
 (``Tx.events``, ``Tx.project_events``). PostgreSQL's plans depend on its statistics: the
 benchmark ``benchmarks/event_list.py --explain`` prints them.
 """
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event
 
+from convergence.ports.pages import EventQuery
+from convergence.ports.views import NewEvent
 from convergence.store.db import make_engine
-from convergence.store.event_pages import EventQuery, page
 from convergence.store.migrate import upgrade
-from convergence.store.repository import Store, Tx
-from convergence.store.views import NewEvent
+from convergence.store.transactions import Store, Tx
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def plan(store: Store, read: Callable[[Tx], Any]) -> str:
      "ix_events_stack_status (stack_id=? AND status=? AND id>?)"),
 ], ids=repr)
 def test_a_page_is_read_along_an_index(store: Store, query: EventQuery, index: str) -> None:
-    found = plan(store, lambda tx: page(tx, "s2", query))
+    found = plan(store, lambda tx: tx.event_page("s2", query))
     assert f"SEARCH events USING INDEX {index}" in found, found
     assert "TEMP B-TREE" not in found, found
 
@@ -93,6 +93,6 @@ def test_the_stream_reads_are_indexed(store: Store) -> None:
 
 
 def test_sorting_by_type_is_a_sort(store: Store) -> None:
-    # No index serves (resource_type, id): documented in event_pages, seen here.
+    # No index serves (resource_type, id): documented in store/events.py, seen here.
     assert "TEMP B-TREE FOR ORDER BY" in plan(
-        store, lambda tx: page(tx, "s2", EventQuery(limit=5, by_type=True)))
+        store, lambda tx: tx.event_page("s2", EventQuery(limit=5, by_type=True)))

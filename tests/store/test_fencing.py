@@ -6,12 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from convergence.clock import ManualClock
-from convergence.store import sweeps
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import RecordChange
 from convergence.store.db import make_engine
 from convergence.store.migrate import ensure_schema
-from convergence.store.repository import Store
-from convergence.store.views import RecordChange
+from convergence.store.transactions import Store
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def test_an_expired_lease_is_taken_over_and_the_late_writer_is_refused(
     with store.begin() as tx:
         # Not by a claim: taking over is the sweeper's, which bumps the token and says so.
         assert tx.claim_records([record], "worker-b", tx.now + 30) == {}
-        taken = sweeps.take_over_expired(tx, 100)
+        taken = tx.take_over_expired(100)
         assert [(t.record_id, t.owner) for t in taken] == [(record, "worker-a")]
         token_b = tx.claim_records([record], "worker-b", tx.now + 30)[record].fencing_token
     assert token_b == token_a + 2

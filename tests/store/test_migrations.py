@@ -36,12 +36,12 @@ from convergence.store.migrate import (
     migration_connection,
     upgrade,
 )
-from convergence.store.models import Base
+from convergence.store.models import Base, TestEntityRow
 from tests.conftest_services import postgres_url, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_store"
 # The newest migration: every upgrade below must end there.
-HEAD = "0011"
+HEAD = "0012"
 STORE = Path(__file__).resolve().parents[2] / "convergence" / "store"
 
 
@@ -287,3 +287,39 @@ def test_unique_live_names_refuse_a_database_holding_duplicates(engine: sa.Engin
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE stacks SET deleted_at = 9.0 WHERE id = 's2'"))
     assert upgrade(engine) == HEAD
+
+
+def _legacy_test_entities(engine: sa.Engine) -> None:
+    """What 0001 made before ``test_entities`` had a migration of its own (0012), with a row."""
+    with engine.begin() as conn:
+        TestEntityRow.__table__.create(conn)
+        conn.execute(sa.insert(TestEntityRow).values(id="e1", owner="s/1", value="kept",
+                                                     created_at=1.0))
+
+
+def test_test_entities_come_from_a_migration_of_their_own(engine: sa.Engine) -> None:
+    upgrade(engine, "0011")
+    assert "test_entities" not in tables(engine)
+    assert upgrade(engine) == HEAD
+    assert "test_entities" in tables(engine)
+    downgrade(engine, "0011")
+    assert "test_entities" not in tables(engine)
+
+
+def test_an_existing_database_keeps_its_test_entities(engine: sa.Engine) -> None:
+    """A database made when 0001 made the table: the upgrade keeps it and its rows."""
+    upgrade(engine, "0011")
+    _legacy_test_entities(engine)
+    assert upgrade(engine) == HEAD
+    assert differences(engine) == []
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT id, owner, value FROM test_entities")).all() == [
+            ("e1", "s/1", "kept")]
+
+
+def test_an_existing_database_downgraded_to_base_leaves_no_test_entities(
+        engine: sa.Engine) -> None:
+    upgrade(engine, "0011")
+    _legacy_test_entities(engine)
+    downgrade(engine, "base")
+    assert tables(engine) == {"alembic_version"}

@@ -1,6 +1,7 @@
-"""The database-backed test entity backend is a cloud without client tokens: its create makes
-what it is told, every time, so two creates of one resource that overlap make two entities,
-and the engine, not the backend, ends with one.
+"""The database-backed test entity backend (``plugins/heat/test_backend.py`` on the store's
+``test_entities`` table) is a cloud without client tokens: its create makes what it is told,
+every time, so two creates of one resource that overlap make two entities, and the engine, not
+the backend, ends with one.
 
 The overlap is the one a frozen worker makes: its create's INSERT is in, not committed, when
 its lease runs out and the resource's new holder looks for the resource's entity by its owner
@@ -18,18 +19,19 @@ import pytest
 import sqlalchemy as sa
 
 from convergence import services as sv
-from convergence.clock import ManualClock
 from convergence.engine.engine import Engine
 from convergence.engine.sweeper import Sweeper
+from convergence.plugins.heat.test_backend import TEST_ENTITIES, TableTestEntities
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store import sweeps
 from convergence.store.db import make_engine
+from convergence.store.entity_tables import SqlEntityTables
 from convergence.store.migrate import upgrade
-from convergence.store.test_entities import SqlTestEntities, T
-from convergence.store.views import StackView
+from convergence.store.models import TestEntityRow
 from tests.conftest_services import postgres_url, reset_postgres_schema
-from tests.engine.harness import TENANT, Story, res, template
+from tests.engine.harness import TENANT, Story, entity_backend, res, template
 
 PG_DATABASE = "convergence_test_entities"
 LEASE = 30.0
@@ -54,7 +56,9 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine]:
 
 
 def test_create_makes_an_entity_every_time_as_a_cloud_does(db: sa.Engine) -> None:
-    entities = SqlTestEntities(db)
+    table = SqlEntityTables(db).table(TEST_ENTITIES)
+    assert table is not None
+    entities = TableTestEntities(table)
     first = entities.create("s/1", "a")
     second = entities.create("s/1", "b")  # adopting the first is the caller's job
     assert first != second
@@ -85,12 +89,11 @@ def test_two_creates_of_one_resource_that_overlap_end_with_one_entity(pg_rt: Run
     rt.inprocess.drop_pending()
     traversal_id = str(story.stack().traversal_id)
     rt.engine.plan(traversal_id)
-    entities = rt.test_entities
-    assert isinstance(entities, SqlTestEntities)
+    entities = entity_backend(rt)
+    assert isinstance(entities, TableTestEntities)
     clock = rt.clock
     assert isinstance(clock, ManualClock)
-    other = Engine(rt.store, rt.registry, worker_id="other-node:1.a:1",
-                   test_entities=entities, lease_seconds=LEASE)
+    other = Engine(rt.store, rt.registry, worker_id="other-node:1.a:1", lease_seconds=LEASE)
     late = str(uuid.uuid4())
 
     def frozen_before_commit(owner: str, value: str, *, guard: object = None) -> str:
@@ -98,13 +101,13 @@ def test_two_creates_of_one_resource_that_overlap_end_with_one_entity(pg_rt: Run
         assert callable(guard)
         with rt.store.engine.begin() as conn:
             guard()  # the lease is good when the worker checks, right before its INSERT
-            conn.execute(sa.insert(T).values(id=late, owner=owner, value=value,
+            conn.execute(sa.insert(TestEntityRow).values(id=late, owner=owner, value=value,
                                               created_at=clock.now()))
             # Frozen after its INSERT, before its COMMIT, past its lease: the new holder
             # looks for the resource's entity, cannot see this one, and makes its own.
             clock.advance(LEASE + 1)
             with rt.store.begin() as tx:
-                assert sweeps.take_over_expired(tx, 10)
+                assert tx.take_over_expired(10)
             other.run_nodes(traversal_id, [0])
         return late  # committed as the worker wakes up: the cloud made it
 

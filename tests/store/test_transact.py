@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from convergence.errors import Conflict
 from convergence.store.db import make_engine
 from convergence.store.migrate import upgrade
-from convergence.store.repository import Store, Tx
+from convergence.store.transactions import Store, Tx
 from tests.conftest_services import postgres_url, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_transact"

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from convergence.clock import ManualClock
-from convergence.heartbeat import Heartbeat, list_services
+from convergence.ports.clock import ManualClock
+from convergence.ports.views import API, WORKER, WorkerInfo, WorkerView
 from convergence.store.db import make_engine
 from convergence.store.migrate import ensure_schema
-from convergence.store.repository import Store
-from convergence.store.worker_views import API, WORKER, WorkerInfo, WorkerView
+from convergence.store.transactions import Store
+from convergence.workers.heartbeat import Heartbeat, list_services
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""The Celery dispatcher's own logic, without a broker: the app's delivery guarantees and
-``drive``, which runs a message's work and what follows it inline for a short while.
+"""The Celery dispatcher's own logic, without a broker: the worker app's delivery guarantees
+and ``drive``, which runs a message's work and what follows it inline for a short while.
 
 The real thing (Redis, worker processes) is tested in ``tests/integration``.
 """
@@ -17,14 +17,15 @@ from convergence.dispatch.celery_dispatch import (
     drive,
     make_celery,
 )
-from convergence.engine.work import FINISH, NODES, PLAN, Work
+from convergence.ports.work import FINISH, NODES, PLAN, Work
 from convergence.settings import Settings
+from convergence.workers.app import make_worker_app
 
 SETTINGS = Settings(database_url="sqlite://", broker_url="redis://127.0.0.1:6379/15")
 
 
 def test_the_app_delivers_at_least_once_json_only_without_results() -> None:
-    app = make_celery(SETTINGS)
+    app = make_worker_app(SETTINGS)  # make_celery's app, with the worker's tasks
     conf = app.conf
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.worker_prefetch_multiplier == 1

@@ -1,9 +1,10 @@
 """An in-memory backend for ``OS::Heat::TestResource``: the :class:`TestEntities` twin.
 
-The database-backed backend (table ``test_entities``) serves real deployments; this one serves
-unit tests of plugins and of the engine, which build a :class:`PluginContext` with it. Besides
-the protocol it records how many entities were ever created per owner, so a test can tell an
-adopted entity from a duplicate one, and a leak from a clean delete.
+The table-backed backend (``test_backend.py``, table ``test_entities``) serves real
+deployments; this one serves unit tests of plugins and of the engine, which build a
+:class:`PluginContext` with it in ``backends["test_entities"]``. Besides the protocol it
+records how many entities were ever created per owner, so a test can tell an adopted entity
+from a duplicate one, and a leak from a clean delete.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 import uuid
 from collections import Counter
 
-from convergence.plugins.base import Guard
+from convergence.ports.entity_tables import Guard
 
 
 class MemoryTestEntities:

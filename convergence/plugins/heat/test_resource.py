@@ -2,8 +2,9 @@
 
 It stores a value, can be told to fail, to take time over each action (polled, never slept)
 and to be replaced on update. Its property set is Heat's, so Heat's test templates run as is.
-The engine's step calls :class:`TestResource` like any plugin; what it "creates" lives in the
-context's :class:`~convergence.plugins.base.TestEntities` backend (a table in deployments,
+The engine's step calls :class:`TestResource` like any plugin; what it "creates" lives in its
+backend, ``ctx.backends["test_entities"]`` (:mod:`convergence.plugins.heat.test_backend`: a
+table in deployments, declared here and built by the registry;
 :class:`~convergence.plugins.heat.test_entities.MemoryTestEntities` in unit tests), keyed by
 the record's owner so that tests can count duplicates and leaks.
 
@@ -28,12 +29,13 @@ from convergence.plugins.base import (
     CREATE,
     DELETE,
     UPDATE,
+    BackendFactory,
     PluginBase,
     PluginContext,
     Progress,
     ResourceFailure,
-    TestEntities,
 )
+from convergence.plugins.heat.test_backend import TEST_ENTITIES, TestEntities, build
 from convergence.template.properties import (
     BOOLEAN,
     MAP,
@@ -56,6 +58,7 @@ class TestResource(PluginBase):
     # A pending wait holds nothing but a deadline, so abandoning it for a newer definition
     # leaves nothing half done.
     preemptible: ClassVar[bool] = True
+    backends: ClassVar[Mapping[str, BackendFactory]] = {TEST_ENTITIES: build}
 
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Heat::TestResource",
@@ -144,10 +147,11 @@ class TestResource(PluginBase):
 
 
 def _backend(ctx: PluginContext) -> TestEntities:
-    if ctx.test_entities is None:
+    entities: TestEntities | None = ctx.backends.get(TEST_ENTITIES)
+    if entities is None:
         raise ResourceFailure("OS::Heat::TestResource needs a test entity backend, and this "
                               "engine has none configured")
-    return ctx.test_entities
+    return entities
 
 
 def _value(props: Mapping[str, Any]) -> str:

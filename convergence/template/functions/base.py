@@ -5,22 +5,24 @@ functions stand. A call is checked statically (argument shapes, references) thro
 :class:`CheckContext` and evaluated through a :class:`Resolver`; both are small protocols so
 that the function code knows nothing of where parameters, files or resource data come from.
 
-Function modules (``references``, ``strings``, ``replace``, ``collections``, ``conditions``,
-``yaql_expr``)
-define :class:`FunctionDef` values; ``versions`` arranges them into one table per template
-version.
+Function modules (``references``, ``strings``, ``replace``, ``collections``, ``repeat``,
+``conditions``, ``yaql_expr``) define :class:`FunctionDef` values; ``versions`` arranges them
+into one table per template version. ``parse`` implements :class:`CheckContext` and
+``resolve`` implements :class:`Resolver`.
+
+This module sits below ``versions`` (which imports every function module), so it names the
+template version only through the :class:`VersionInfo` protocol, never ``TemplateVersion``
+itself: a function needs no more of a version than its name, and the import graph stays
+acyclic (``tests/unit/test_import_graph.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from convergence.template.errors import EVALUATION, FUNCTION, Path, TemplateError
-
-if TYPE_CHECKING:
-    from convergence.template.versions import TemplateVersion
 
 
 class Call:
@@ -59,11 +61,18 @@ class _Elided:
 ELIDED: Any = _Elided()
 
 
+class VersionInfo(Protocol):
+    """What a function may ask of the template version it is in (``TemplateVersion`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+
 class CheckContext(Protocol):
     """What a function's static check may ask about the template it is in."""
 
     @property
-    def version(self) -> TemplateVersion: ...
+    def version(self) -> VersionInfo: ...
 
     def error(self, path: Path, message: str, kind: str = FUNCTION) -> None: ...
 
@@ -94,7 +103,7 @@ class Resolver(Protocol):
     """What a function's evaluation may ask for. Implemented in ``resolve``."""
 
     @property
-    def version(self) -> TemplateVersion: ...
+    def version(self) -> VersionInfo: ...
 
     def resolve(self, value: Any) -> Any:
         """Resolve a parsed value (calls inside it included) to plain data."""
@@ -165,6 +174,16 @@ def fail(call: Call, message: str) -> TemplateError:
 def shape_error(ctx: CheckContext, call: Call, expected: str) -> None:
     """Report an argument-shape error in the one wording every function uses."""
     ctx.error(call.path, f"{call.name}: arguments must be {expected}", FUNCTION)
+
+
+def report(ctx: CheckContext, call: Call, message: str) -> None:
+    """Report a problem with a call's arguments, naming the function."""
+    ctx.error(call.path, f"{call.name}: {message}", FUNCTION)
+
+
+def is_seq(value: Any) -> bool:
+    """A list in resolved data (Heat's ``Sequence`` that is not a string)."""
+    return isinstance(value, (list, tuple))
 
 
 def has_calls(value: Any) -> bool:

@@ -1,9 +1,10 @@
-"""Collection intrinsic functions: repeat, map merging and replacing, list concat and filter.
+"""Collection intrinsic functions: map merging and replacing, list concat, filter and contains.
 
-Defines the :class:`FunctionDef` values for ``repeat`` (three generations), ``map_merge``,
-``map_replace``, ``list_concat``, ``list_concat_unique``, ``filter``, ``contains`` and the CFN
-``Fn::Select`` and ``Fn::MemberListToMap``. ``versions`` places them in each version's table;
-the validator calls ``check`` once on the parsed arguments and the resolver calls ``evaluate``.
+Defines the :class:`FunctionDef` values for ``map_merge``, ``map_replace``, ``list_concat``,
+``list_concat_unique``, ``filter``, ``contains`` and the CFN ``Fn::Select`` and
+``Fn::MemberListToMap`` (``repeat`` has its own module). ``versions`` places them in each
+version's table; the validator calls ``check`` once on the parsed arguments and the resolver
+calls ``evaluate``.
 
 Behaviour and argument validation follow Heat's ``hot/functions.py`` and ``cfn/functions.py``,
 including the forgiving parts (``Fn::Select`` out of range gives ``""``, ``filter`` passes an
@@ -12,158 +13,21 @@ empty list through, null lists count as empty).
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
-from convergence.template.errors import FUNCTION
 from convergence.template.functions.base import (
     Call,
     CheckContext,
     FunctionDef,
     Resolver,
     fail,
-    has_calls,
+    is_seq,
+    report,
     shape_error,
 )
-
-
-def _report(ctx: CheckContext, call: Call, message: str) -> None:
-    ctx.error(call.path, f"{call.name}: {message}", FUNCTION)
-
-
-def _is_seq(value: Any) -> bool:
-    """A list in resolved data (Heat's ``Sequence`` that is not a string)."""
-    return isinstance(value, (list, tuple))
-
-
-# --- repeat --------------------------------------------------------------------------------
-
-_REPEAT_SHAPE = 'a map with "for_each" and "template"'
-
-
-def _valid_loop_value(value: Any, maps: bool) -> bool:
-    # Iterating a map gives its keys (newton+); with permutations off only lists are allowed
-    # because the lists are zipped by position.
-    return isinstance(value, (list, tuple)) or (maps and isinstance(value, dict))
-
-
-def _loop_kind(maps: bool) -> str:
-    return "lists or maps" if maps else "lists"
-
-
-def _check_for_each(ctx: CheckContext, call: Call, for_each: Any, maps: bool,
-                    nested: bool) -> None:
-    if isinstance(for_each, Call):
-        return
-    if not isinstance(for_each, dict):
-        _report(ctx, call, 'the "for_each" argument must contain a map')
-        return
-    if not for_each:
-        _report(ctx, call, 'the "for_each" argument must not be empty')
-        return
-    lengths: set[int] = set()
-    for value in for_each.values():
-        if isinstance(value, Call) or value is None:
-            continue
-        if not _valid_loop_value(value, maps and nested):
-            _report(ctx, call, f'the values of the "for_each" argument must be '
-                               f"{_loop_kind(maps and nested)}")
-            return
-        if not has_calls(value):
-            lengths.add(len(value))
-    if not nested and len(lengths) > 1:
-        _report(ctx, call, "the for_each lists must have equal lengths when permutations is false")
-
-
-def _repeat_def(*, maps: bool, permutations: bool, doc: str) -> FunctionDef:
-    """One generation of ``repeat``: lists only, lists or maps, and with ``permutations``."""
-
-    def check(call: Call, ctx: CheckContext) -> None:
-        args = call.args
-        if not isinstance(args, dict) or "for_each" not in args or "template" not in args:
-            shape_error(ctx, call, _REPEAT_SHAPE)
-            return
-        nested = True
-        if permutations and "permutations" in args:
-            # Heat reads the flag while parsing, so it must be a literal boolean.
-            if not isinstance(args["permutations"], bool):
-                _report(ctx, call, '"permutations" must be a boolean')
-                return
-            nested = args["permutations"]
-        _check_for_each(ctx, call, args["for_each"], maps, nested)
-
-    def evaluate(call: Call, res: Resolver) -> list[Any]:
-        args = call.args
-        if not isinstance(args, dict) or "for_each" not in args or "template" not in args:
-            raise fail(call, f"arguments must be {_REPEAT_SHAPE}")
-        nested = res.resolve(args.get("permutations", True)) if permutations else True
-        if not isinstance(nested, bool):
-            raise fail(call, '"permutations" must be a boolean')
-        keys, lists = _loop_lists(call, res.resolve(args["for_each"]), maps and nested, nested)
-        template = res.resolve(args["template"])
-        combos = itertools.product(*lists) if nested else zip(*lists, strict=False)
-        return [_fill(call, keys, combo, template) for combo in combos]
-
-    return FunctionDef("repeat", evaluate, check, doc=doc)
-
-
-def _loop_lists(call: Call, for_each: Any, maps: bool,
-                nested: bool) -> tuple[list[Any], list[list[Any]]]:
-    """The placeholders and the lists they range over, validated as Heat does."""
-    if not isinstance(for_each, dict):
-        raise fail(call, 'the "for_each" argument must contain a map')
-    if not for_each:
-        raise fail(call, 'the "for_each" argument must not be empty')
-    lists: list[list[Any]] = []
-    lengths: set[int] = set()
-    for value in for_each.values():
-        if value is None:  # an unresolved reference: loop over nothing
-            lists.append([])
-            continue
-        if not _valid_loop_value(value, maps):
-            raise fail(call, f'the values of the "for_each" argument must be {_loop_kind(maps)}')
-        lists.append(list(value))
-        lengths.add(len(value))
-    if not nested and len(lengths) > 1:
-        raise fail(call, "the for_each lists must have equal lengths when permutations is false")
-    return list(for_each), lists
-
-
-def _fill(call: Call, keys: list[Any], values: tuple[Any, ...], template: Any) -> Any:
-    """One copy of the template with placeholders replaced in every string, keys included."""
-    if isinstance(template, str):
-        # Sequential str.replace, as Heat: a later placeholder is also replaced inside the
-        # value of an earlier one, and a non-string value is an error.
-        for key, value in zip(keys, values, strict=True):
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise fail(call, f"cannot substitute {value!r} for {key!r}: "
-                                 "placeholders and their values must be strings")
-            template = template.replace(key, value)
-        return template
-    if isinstance(template, list):
-        return [_fill(call, keys, values, item) for item in template]
-    if isinstance(template, dict):
-        return {_fill(call, keys, values, k): _fill(call, keys, values, v)
-                for k, v in template.items()}
-    return template
-
-
-REPEAT = _repeat_def(
-    maps=False, permutations=False,
-    doc="Copy a template for each item of one or more lists (2015-04-30 to 2016-04-08).",
-)
-REPEAT_WITH_MAP = _repeat_def(
-    maps=True, permutations=False,
-    doc="repeat that also loops over the keys of maps (newton and ocata).",
-)
-REPEAT_PERMUTATIONS = _repeat_def(
-    maps=True, permutations=True,
-    doc="repeat with 'permutations': false zips equal-length lists (pike+).",
-)
-
 
 # --- map_merge / map_replace ---------------------------------------------------------------
 
@@ -180,14 +44,14 @@ def _check_map_merge(call: Call, ctx: CheckContext) -> None:
         shape_error(ctx, call, "a list of maps")
         return
     if any(_known_non_map(item) for item in args):
-        _report(ctx, call, "items to merge must be maps")
+        report(ctx, call, "items to merge must be maps")
 
 
 def _eval_map_merge(call: Call, res: Resolver) -> dict[Any, Any]:
     args = res.resolve(call.args)
     if isinstance(args, str):
         args = list(args)  # Heat iterates a string: only the empty one merges to {}
-    if not _is_seq(args):
+    if not is_seq(args):
         raise fail(call, "arguments must be a list of maps")
     merged: dict[Any, Any] = {}
     for item in args:
@@ -284,19 +148,19 @@ def _check_list_concat(call: Call, ctx: CheckContext) -> None:
         return
     for item in args:
         if not isinstance(item, (Call, list)) and item is not None:
-            _report(ctx, call, "items to concat must be lists")
+            report(ctx, call, "items to concat must be lists")
             return
 
 
 def _concat(call: Call, res: Resolver) -> list[Any]:
     args = res.resolve(call.args)
-    if not _is_seq(args):
+    if not is_seq(args):
         raise fail(call, "arguments must be a list of lists")
     out: list[Any] = []
     for item in args:
         if item is None:
             continue
-        if not _is_seq(item):
+        if not is_seq(item):
             raise fail(call, "items to concat must be lists")
         out.extend(item)
     return out
@@ -337,9 +201,9 @@ def _check_filter(call: Call, ctx: CheckContext) -> None:
     if isinstance(sequence, Call) or not sequence:
         return  # an empty list (or any empty value) is passed through without a look at values
     if not isinstance(sequence, list):
-        _report(ctx, call, "only works with lists")
+        report(ctx, call, "only works with lists")
     elif not isinstance(values, (Call, list)) and values:
-        _report(ctx, call, "the values to remove must be a list")
+        report(ctx, call, "the values to remove must be a list")
 
 
 def _eval_filter(call: Call, res: Resolver) -> Any:
@@ -365,7 +229,7 @@ def _check_contains(call: Call, ctx: CheckContext) -> None:
         shape_error(ctx, call, "[value, sequence]")
         return
     if not isinstance(args[1], (Call, list, str)):
-        _report(ctx, call, "the second argument must be a sequence")
+        report(ctx, call, "the second argument must be a sequence")
 
 
 def _eval_contains(call: Call, res: Resolver) -> bool:
@@ -402,9 +266,9 @@ def _check_select(call: Call, ctx: CheckContext) -> None:
     if isinstance(index, Call):
         return
     if isinstance(collection, dict) and not isinstance(index, str):
-        _report(ctx, call, "the index must be a string")
+        report(ctx, call, "the index must be a string")
     elif isinstance(collection, list) and _select_index(index) is None:
-        _report(ctx, call, "the index must be an integer")
+        report(ctx, call, "the index must be an integer")
 
 
 def _select_index(index: Any) -> int | None:
@@ -437,7 +301,7 @@ def _eval_select(call: Call, res: Resolver) -> Any:
         if not isinstance(index, str):
             raise fail(call, "the index must be a string")
         return collection.get(index, "")
-    if _is_seq(collection):
+    if is_seq(collection):
         position = _select_index(index)
         if position is None:
             raise fail(call, "the index must be an integer")
@@ -461,15 +325,15 @@ def _check_member_list(call: Call, ctx: CheckContext) -> None:
         return
     # Heat checks the two names before resolving them, so a function there is refused.
     if not isinstance(args[0], str):
-        _report(ctx, call, "the key name must be a string")
+        report(ctx, call, "the key name must be a string")
     if not isinstance(args[1], str):
-        _report(ctx, call, "the value name must be a string")
+        report(ctx, call, "the value name must be a string")
     members = args[2]
     if isinstance(members, list):
         if any(not isinstance(m, (Call, str)) for m in members):
-            _report(ctx, call, "member list items must be strings")
+            report(ctx, call, "member list items must be strings")
     elif not isinstance(members, (Call, str, dict)):
-        _report(ctx, call, "the member list must be a list")
+        report(ctx, call, "the member list must be a list")
 
 
 def _member_pairs(call: Call, members: Iterable[Any]) -> dict[str, str]:

@@ -3,6 +3,8 @@
 A condition operand is a condition name, a boolean, or a condition function call; the
 resolver's ``condition`` turns any of them into a boolean. ``if`` picks a branch by a
 condition; from 2021-04-16 its two-argument form removes the enclosing item when false.
+``versions`` places them in the function and condition tables of newton and later; the parser
+calls ``check`` once on the parsed arguments and the resolver calls ``evaluate``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 ``get_resource`` and ``get_attr`` (and their CFN twins ``Ref`` and ``Fn::GetAtt``) are also
 what dependencies are made of: each declares the resource it targets, which the parser records
 so that the dependency graph is built without another walk of the template.
+
+``versions`` places them in each version's table; the parser calls ``check`` (which asks its
+:class:`CheckContext` whether the name exists) and the resolver calls ``evaluate`` (which asks
+its :class:`Resolver` for the value).
 """
 
 from __future__ import annotations

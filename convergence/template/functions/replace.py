@@ -23,9 +23,10 @@ from convergence.template.functions.base import (
     Resolver,
     fail,
     has_calls,
+    report,
     shape_error,
 )
-from convergence.template.functions.strings import _Invalid, _report, _to_json
+from convergence.template.functions.strings import InvalidArgument, to_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +54,8 @@ def _replace_parts(args: Any, rules: _ReplaceRules) -> tuple[Any, Any] | None:
     return None
 
 
-def _empty_value(param: str) -> _Invalid:
-    return _Invalid(
+def _empty_value(param: str) -> InvalidArgument:
+    return InvalidArgument(
         f"param {param} has an undefined or empty value; it must be a defined non-empty value"
     )
 
@@ -68,13 +69,13 @@ def _replacement(rules: _ReplaceRules, value: Any, param: str) -> str:
     if isinstance(value, (str, int, float)):  # bool is an int: Heat renders "True"/"False"
         text = str(value)
     elif not rules.json_values:
-        raise _Invalid(f"params must be strings or numbers, param {param} is not valid")
+        raise InvalidArgument(f"params must be strings or numbers, param {param} is not valid")
     elif isinstance(value, (dict, list, tuple)):
         if not rules.allow_empty and len(value) == 0:
             raise _empty_value(param)
-        text = _to_json(value)
+        text = to_json(value)
     else:
-        raise _Invalid("params must be strings, numbers, lists or maps")
+        raise InvalidArgument("params must be strings, numbers, lists or maps")
     if not rules.allow_empty and not text:
         raise _empty_value(param)
     return text
@@ -83,7 +84,7 @@ def _replacement(rules: _ReplaceRules, value: Any, param: str) -> str:
 def _replace_order(params: dict[Any, Any]) -> list[str]:
     """Heat's order: longest placeholder first, ties broken lexicographically."""
     if not all(isinstance(key, str) for key in params):
-        raise _Invalid("param placeholders must be strings")
+        raise InvalidArgument("param placeholders must be strings")
     return sorted(sorted(params), key=len, reverse=True)
 
 
@@ -99,7 +100,7 @@ def _substitute(template: str, order: list[str], values: dict[str, str]) -> tupl
     found: set[str] = set()
     for key in order:
         if key == "":
-            raise _Invalid("param placeholders must not be empty")
+            raise InvalidArgument("param placeholders must not be empty")
         next_segments: list[tuple[bool, str]] = []
         for searchable, text in segments:
             if not searchable:
@@ -116,11 +117,12 @@ def _substitute(template: str, order: list[str], values: dict[str, str]) -> tupl
     return "".join(text for _, text in segments), found
 
 
-def _not_found(order: list[str], found: set[str]) -> _Invalid | None:
+def _not_found(order: list[str], found: set[str]) -> InvalidArgument | None:
     missing = [key for key in order if key not in found]
     if not missing:
         return None
-    return _Invalid(f"the following params were not found in the template: {','.join(missing)}")
+    return InvalidArgument(
+        f"the following params were not found in the template: {','.join(missing)}")
 
 
 def _replace(rules: _ReplaceRules, template: str, params: dict[Any, Any]) -> str:
@@ -143,7 +145,7 @@ def _check_param_value(rules: _ReplaceRules, value: Any, param: str) -> None:
         # A list or map still holding calls: its type is known, its content (and so whether it
         # is empty) is not.
         if not rules.json_values:
-            raise _Invalid(f"params must be strings or numbers, param {param} is not valid")
+            raise InvalidArgument(f"params must be strings or numbers, param {param} is not valid")
         return
     _replacement(rules, value, param)
 
@@ -153,16 +155,16 @@ def _check_replace_params(
 ) -> None:
     try:
         order = _replace_order(params)
-    except _Invalid as exc:
-        _report(ctx, call, exc.message)
+    except InvalidArgument as exc:
+        report(ctx, call, exc.message)
         return
     for key in order:
         try:
             _check_param_value(rules, params[key], key)
-        except _Invalid as exc:
-            _report(ctx, call, exc.message)
+        except InvalidArgument as exc:
+            report(ctx, call, exc.message)
     if "" in order:
-        _report(ctx, call, "param placeholders must not be empty")
+        report(ctx, call, "param placeholders must not be empty")
         return
     if not isinstance(template, str):
         return
@@ -173,7 +175,7 @@ def _check_replace_params(
     found |= {key for key in order if isinstance(params[key], Call)}
     missing = _not_found(order, found) if rules.strict else None
     if missing is not None:
-        _report(ctx, call, missing.message)
+        report(ctx, call, missing.message)
 
 
 def _replace_def(name: str, rules: _ReplaceRules, doc: str) -> FunctionDef:
@@ -186,11 +188,11 @@ def _replace_def(name: str, rules: _ReplaceRules, doc: str) -> FunctionDef:
             return
         params, template = parts
         if not isinstance(template, (Call, str)):
-            _report(ctx, call, "the template must be a string")
+            report(ctx, call, "the template must be a string")
         if isinstance(params, dict):
             _check_replace_params(ctx, call, rules, params, template)
         elif not isinstance(params, Call):
-            _report(ctx, call, "params must be a map")
+            report(ctx, call, "params must be a map")
 
     def evaluate(call: Call, res: Resolver) -> str:
         parts = _replace_parts(call.args, rules)
@@ -204,7 +206,7 @@ def _replace_def(name: str, rules: _ReplaceRules, doc: str) -> FunctionDef:
             raise fail(call, "params must be a map")
         try:
             return _replace(rules, template, params)
-        except _Invalid as exc:
+        except InvalidArgument as exc:
             raise fail(call, exc.message) from exc
 
     return FunctionDef(name, evaluate, check, doc=doc)

@@ -18,7 +18,6 @@ import json
 from typing import Any
 from urllib import parse as urlparse
 
-from convergence.template.errors import FUNCTION
 from convergence.template.functions.base import (
     Call,
     CheckContext,
@@ -26,25 +25,21 @@ from convergence.template.functions.base import (
     Resolver,
     fail,
     has_calls,
+    is_seq,
+    report,
     shape_error,
 )
 
 
-class _Invalid(Exception):
-    """A bad argument value, reported by ``check`` or raised as ``fail`` by ``evaluate``."""
+class InvalidArgument(Exception):
+    """A bad argument value, reported by ``check`` or raised as ``fail`` by ``evaluate``.
+
+    Shared with ``replace``, whose functions raise it through :func:`to_json` too.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-def _report(ctx: CheckContext, call: Call, message: str) -> None:
-    ctx.error(call.path, f"{call.name}: {message}", FUNCTION)
-
-
-def _is_seq(value: Any) -> bool:
-    """A list in resolved data (Heat's ``Sequence`` that is not a string)."""
-    return isinstance(value, (list, tuple))
 
 
 def _show(value: Any) -> str:
@@ -52,12 +47,12 @@ def _show(value: Any) -> str:
     return repr(value)[:200]
 
 
-def _to_json(value: Any) -> str:
+def to_json(value: Any) -> str:
     """Serialize a list or map as Heat does (``jsonutils.dumps(.., sort_keys=True)``)."""
     try:
         return json.dumps(value, sort_keys=True)
     except (TypeError, ValueError) as exc:
-        raise _Invalid(f"{_show(value)} failed JSON serialization: {exc}") from exc
+        raise InvalidArgument(f"{_show(value)} failed JSON serialization: {exc}") from exc
 
 
 # --- list_join / Fn::Join -----------------------------------------------------------------
@@ -68,7 +63,7 @@ _JOIN_MULTI_SHAPE = "[delimiter, [string, ...], ...]"
 
 def _check_delimiter(ctx: CheckContext, call: Call, delim: Any) -> None:
     if not isinstance(delim, (Call, str)):
-        _report(ctx, call, "the delimiter must be a string")
+        report(ctx, call, "the delimiter must be a string")
 
 
 def _check_join(call: Call, ctx: CheckContext) -> None:
@@ -81,11 +76,11 @@ def _check_join(call: Call, ctx: CheckContext) -> None:
     if strings is None or isinstance(strings, Call):
         return
     if not isinstance(strings, list):
-        _report(ctx, call, "must operate on a list")
+        report(ctx, call, "must operate on a list")
         return
     for item in strings:
         if not isinstance(item, (Call, str)) and item is not None:
-            _report(ctx, call, f"items to join must be strings, not {_show(item)}")
+            report(ctx, call, f"items to join must be strings, not {_show(item)}")
 
 
 def _eval_join(call: Call, res: Resolver) -> str:
@@ -95,7 +90,7 @@ def _eval_join(call: Call, res: Resolver) -> str:
     strings = res.resolve(args[1])
     if strings is None:
         strings = []
-    if not _is_seq(strings):
+    if not is_seq(strings):
         raise fail(call, "must operate on a list")
     delim = res.resolve(args[0])
     if not isinstance(delim, str):
@@ -113,8 +108,8 @@ def _join_item(item: Any) -> str:
     if isinstance(item, str):
         return item
     if isinstance(item, (dict, list, tuple)):
-        return _to_json(item)
-    raise _Invalid(f"items to join must be strings, maps or lists, not {_show(item)}")
+        return to_json(item)
+    raise InvalidArgument(f"items to join must be strings, maps or lists, not {_show(item)}")
 
 
 def _check_join_multi(call: Call, ctx: CheckContext) -> None:
@@ -128,14 +123,14 @@ def _check_join_multi(call: Call, ctx: CheckContext) -> None:
         if isinstance(strings, Call) or not strings:
             continue
         if not isinstance(strings, list):
-            _report(ctx, call, "must operate on a list")
+            report(ctx, call, "must operate on a list")
             continue
         for item in strings:
             if not isinstance(item, Call) and not has_calls(item):
                 try:
                     _join_item(item)
-                except _Invalid as exc:
-                    _report(ctx, call, exc.message)
+                except InvalidArgument as exc:
+                    report(ctx, call, exc.message)
 
 
 def _eval_join_multi(call: Call, res: Resolver) -> str:
@@ -145,7 +140,7 @@ def _eval_join_multi(call: Call, res: Resolver) -> str:
     strings: list[Any] = []
     for joined in res.resolve(args[1:]):
         if joined:
-            if not _is_seq(joined):
+            if not is_seq(joined):
                 raise fail(call, "must operate on a list")
             strings.extend(joined)
     delim = res.resolve(args[0])
@@ -153,7 +148,7 @@ def _eval_join_multi(call: Call, res: Resolver) -> str:
         raise fail(call, "the delimiter must be a string")
     try:
         return delim.join(_join_item(item) for item in strings)
-    except _Invalid as exc:
+    except InvalidArgument as exc:
         raise fail(call, exc.message) from exc
 
 
@@ -177,15 +172,15 @@ def _index(value: Any) -> int:
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise _Invalid(f"the index must be an integer, not {_show(value)}") from exc
+        raise InvalidArgument(f"the index must be an integer, not {_show(value)}") from exc
 
 
 def _split(delim: Any, text: str) -> list[str]:
     # Heat calls str.split(delim): a null delimiter therefore splits on whitespace.
     if delim is not None and not isinstance(delim, str):
-        raise _Invalid("the delimiter must be a string")
+        raise InvalidArgument("the delimiter must be a string")
     if delim == "":
-        raise _Invalid("the delimiter must not be empty")
+        raise InvalidArgument("the delimiter must not be empty")
     return text.split(delim)
 
 
@@ -199,16 +194,16 @@ def _check_str_split(call: Call, ctx: CheckContext) -> None:
         return
     delim, text = args[0], args[1]
     if not isinstance(delim, Call) and delim is not None and not isinstance(delim, str):
-        _report(ctx, call, "the delimiter must be a string")
+        report(ctx, call, "the delimiter must be a string")
     if delim == "":
-        _report(ctx, call, "the delimiter must not be empty")
+        report(ctx, call, "the delimiter must not be empty")
     if not isinstance(text, (Call, str)) and text is not None:
-        _report(ctx, call, "the value to split must be a string")
+        report(ctx, call, "the value to split must be a string")
     if len(args) > 2 and not isinstance(args[2], Call):
         try:
             _index(args[2])
-        except _Invalid as exc:
-            _report(ctx, call, exc.message)
+        except InvalidArgument as exc:
+            report(ctx, call, exc.message)
 
 
 def _eval_str_split(call: Call, res: Resolver) -> Any:
@@ -225,7 +220,7 @@ def _eval_str_split(call: Call, res: Resolver) -> Any:
         if len(args) < 3:
             return parts
         index = _index(args[2])
-    except _Invalid as exc:
+    except InvalidArgument as exc:
         raise fail(call, exc.message) from exc
     try:
         return parts[index]  # a negative index counts from the end, as in Heat
@@ -240,11 +235,11 @@ def _check_fn_split(call: Call, ctx: CheckContext) -> None:
         return
     # Heat checks the delimiter before resolving it, so even a function there is refused.
     if not isinstance(args[0], str):
-        _report(ctx, call, "the delimiter must be a string")
+        report(ctx, call, "the delimiter must be a string")
     elif args[0] == "":
-        _report(ctx, call, "the delimiter must not be empty")
+        report(ctx, call, "the delimiter must not be empty")
     if not isinstance(args[1], (Call, str)):
-        _report(ctx, call, "the value to split must be a string")
+        report(ctx, call, "the value to split must be a string")
 
 
 def _eval_fn_split(call: Call, res: Resolver) -> list[str]:
@@ -258,7 +253,7 @@ def _eval_fn_split(call: Call, res: Resolver) -> list[str]:
         raise fail(call, f"the value to split must be a string, not {type(text).__name__}")
     try:
         return _split(args[0], text)
-    except _Invalid as exc:
+    except InvalidArgument as exc:
         raise fail(call, exc.message) from exc
 
 
@@ -283,7 +278,7 @@ _DIGEST_SHAPE = "[algorithm, value]"
 def _algorithm(name: str) -> str:
     algorithm = name.lower()
     if algorithm not in ALGORITHMS:
-        raise _Invalid(f"algorithm must be one of {', '.join(sorted(ALGORITHMS))}")
+        raise InvalidArgument(f"algorithm must be one of {', '.join(sorted(ALGORITHMS))}")
     return algorithm
 
 
@@ -295,13 +290,13 @@ def _check_digest(call: Call, ctx: CheckContext) -> None:
         shape_error(ctx, call, _DIGEST_SHAPE)
         return
     if not all(isinstance(a, (Call, str)) for a in args):
-        _report(ctx, call, "arguments must be a list of strings")
+        report(ctx, call, "arguments must be a list of strings")
         return
     if isinstance(args[0], str):
         try:
             _algorithm(args[0])
-        except _Invalid as exc:
-            _report(ctx, call, exc.message)
+        except InvalidArgument as exc:
+            report(ctx, call, exc.message)
 
 
 def _eval_digest(call: Call, res: Resolver) -> str:
@@ -314,7 +309,7 @@ def _eval_digest(call: Call, res: Resolver) -> str:
         algorithm = _algorithm(args[0])
         # Heat hashes six.b(value), which on Python 3 is the Latin-1 encoding.
         data = args[1].encode("latin-1")
-    except _Invalid as exc:
+    except InvalidArgument as exc:
         raise fail(call, exc.message) from exc
     except UnicodeEncodeError:
         raise fail(call, "the value must contain only Latin-1 characters") from None
@@ -323,7 +318,7 @@ def _eval_digest(call: Call, res: Resolver) -> str:
 
 def _check_base64(call: Call, ctx: CheckContext) -> None:
     if not isinstance(call.args, (Call, str)):
-        _report(ctx, call, "the argument must be a string")
+        report(ctx, call, "the argument must be a string")
 
 
 def _eval_base64(call: Call, res: Resolver) -> str:
@@ -419,10 +414,10 @@ def _build_url(args: dict[str, Any]) -> str:
 
 def _check_make_url(call: Call, ctx: CheckContext) -> None:
     if not isinstance(call.args, dict):
-        _report(ctx, call, "arguments must be a map")
+        report(ctx, call, "arguments must be a map")
         return
     for problem in _url_problems(call.args):
-        _report(ctx, call, problem)
+        report(ctx, call, problem)
 
 
 def _eval_make_url(call: Call, res: Resolver) -> str:

@@ -17,7 +17,7 @@ from convergence.engine.deletion import (
     record_policy,
 )
 from convergence.plugins.registry import PluginRegistry
-from convergence.store.views import RecordView, TemplateContent
+from convergence.ports.views import RecordView, TemplateContent
 from convergence.template import StackDefinition
 
 CATALOG = PluginRegistry.from_entry_points()

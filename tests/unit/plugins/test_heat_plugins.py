@@ -26,6 +26,7 @@ from convergence.plugins.base import (
 )
 from convergence.plugins.heat.none import NoneResource, owner_uuid
 from convergence.plugins.heat.random_string import SEQUENCES, RandomStringResource, generate
+from convergence.plugins.heat.test_backend import TEST_ENTITIES
 from convergence.plugins.heat.test_entities import MemoryTestEntities
 from convergence.plugins.heat.test_resource import MAX_DELAY, TestResource
 from convergence.plugins.heat.value import ValueResource
@@ -48,7 +49,8 @@ class FakeClock:
 def make_ctx(clock: FakeClock | None = None, entities: MemoryTestEntities | None = None,
              owner: str = "record-1") -> PluginContext:
     return PluginContext(owner=owner, stack_id="stack-1", stack_name="s", resource_name="r",
-                         now=(clock or FakeClock()).now, test_entities=entities)
+                         now=(clock or FakeClock()).now,
+                         backends={} if entities is None else {TEST_ENTITIES: entities})
 
 
 def props_of(plugin: type[PluginBase], **given: Any) -> dict[str, Any]:

@@ -7,12 +7,7 @@ from typing import Any
 import pytest
 
 from convergence.template.constraints import (
-    BOOLEAN,
-    COMMA_DELIMITED_LIST,
-    JSON,
     NO_CUSTOM_CONSTRAINTS,
-    NUMBER,
-    STRING,
     AllowedPattern,
     AllowedValues,
     Constraint,
@@ -21,9 +16,16 @@ from convergence.template.constraints import (
     Length,
     Modulo,
     Range,
-    bool_from_string,
     check_value,
     parse_constraints,
+)
+from convergence.template.conversions import (
+    BOOLEAN,
+    COMMA_DELIMITED_LIST,
+    JSON,
+    NUMBER,
+    STRING,
+    bool_from_string,
     str_to_num,
 )
 from convergence.template.errors import PARAMETER, Problems

@@ -15,10 +15,8 @@ from convergence.template.functions.collections import (
     LIST_CONCAT_UNIQUE,
     MAP_MERGE,
     MAP_REPLACE,
-    REPEAT,
-    REPEAT_PERMUTATIONS,
-    REPEAT_WITH_MAP,
 )
+from convergence.template.functions.repeat import REPEAT, REPEAT_PERMUTATIONS, REPEAT_WITH_MAP
 
 from .fn_helpers import call, check, dyn, eval_error, evaluate
 

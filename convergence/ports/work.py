@@ -1,5 +1,10 @@
 """Work items: what a dispatcher carries between steps. Ids only, JSON-friendly.
 
+A value type of the dispatch port (:mod:`convergence.ports.dispatch`): the engine makes and
+executes them (``convergence.engine``), the services start traversals with them, the
+dispatchers (``convergence.dispatch``) carry them and the worker process
+(``convergence.workers``) runs them.
+
 A ``plan`` item asks for a traversal to be planned; a ``nodes`` item carries a batch of ready
 nodes of one traversal (each node's step stays independent and idempotent: a batch is only a
 way to pay the per-message and per-commit cost once for many nodes).

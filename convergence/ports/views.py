@@ -1,10 +1,16 @@
-"""Plain values the store hands out and takes in: no SQLAlchemy objects leave ``store/``.
+"""Plain values the store hands out and takes in: no SQLAlchemy objects cross the ports.
 
-The engine, the services and the CLI read these; the repository builds them from rows.
+The engine, the services, the API and the CLI read these; ``convergence.store`` (the adapter
+behind :mod:`convergence.ports.store`) builds them from rows. Frozen dataclasses, one per thing
+a transaction reads or writes: stacks and their templates, traversals and their nodes, resource
+records, events, webhook subscriptions and deliveries, worker heartbeats, orphans and what the
+sweeper takes over. The queries of Heat's paged listings are in :mod:`convergence.ports.pages`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +30,16 @@ class TemplateContent:
     files: Mapping[str, str] = field(default_factory=dict)
     environments: tuple[Any, ...] = ()
     parameters: Mapping[str, Any] = field(default_factory=dict)
+
+
+def template_id(content: TemplateContent) -> str:
+    """The content address of a desired state."""
+    canonical = json.dumps(
+        {"text": content.text, "files": dict(content.files),
+         "environments": list(content.environments), "parameters": dict(content.parameters)},
+        sort_keys=True, separators=(",", ":"), default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,3 +180,115 @@ class NodeOutcome:
     failed: bool = False
     reason: str = ""
     record_id: int | None = None  # a converge node whose record changed (a replacement)
+
+
+# notification webhooks (convergence.webhooks) -----------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SubscriptionView:
+    id: str
+    tenant: str
+    url: str
+    events: tuple[str, ...]
+    stack_id: str | None
+    secret: str
+    last_event_id: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryView:
+    id: int
+    subscription_id: str
+    event_id: str
+    event_type: str
+    body: dict[str, Any]
+    attempts: int
+    next_attempt_at: float | None
+    delivered_at: float | None
+    last_error: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    subscription_id: str
+    event_id: str
+    event_type: str
+    body: dict[str, Any]
+
+
+# worker processes (convergence.heartbeat) ----------------------------------------------------
+WORKER = "worker"  # a Celery worker process
+API = "api"  # an API process running steps on its in-process dispatcher
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """Who is beating: what a heartbeat writes (the time is the transaction's)."""
+
+    id: str
+    hostname: str
+    pid: int
+    kind: str  # WORKER | API
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    id: str
+    hostname: str
+    pid: int
+    kind: str
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+
+    def is_up(self, now: float, heartbeat_seconds: float) -> bool:
+        """Beating: not stopped, and the last heartbeat younger than three intervals."""
+        return self.stopped_at is None and now - self.heartbeat_at < 3 * heartbeat_seconds
+
+
+# orphans: what a step made after its lease was taken over (convergence.engine.orphans) -------
+@dataclass(frozen=True, slots=True)
+class NewOrphan:
+    record_id: int
+    stack_id: str
+    name: str
+    type: str
+    physical_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    id: int
+    record_id: int
+    stack_id: str
+    name: str
+    type: str
+    physical_id: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The record of an orphan, as the sweeper took it."""
+
+    adopted: bool = False  # the record names the orphan: it is not one (the row is gone)
+    held: bool = False  # True: the sweeper holds the record's lease (False: no record left)
+    watch: float | None = None  # a poll watch the lease replaced, put back at the end
+    action: str = ""
+    status: str = ""
+
+
+# recovery (convergence.engine.sweeper) -------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """A record whose lease (or poll watch) the sweeper took over, and whose it was."""
+
+    record_id: int
+    stack_id: str
+    name: str
+    type: str
+    physical_id: str | None
+    action: str
+    status: str
+    owner: str | None  # None: a poll watch nobody kept

@@ -1,11 +1,15 @@
 """Worker heartbeats: each process that runs steps upserts its ``workers`` row periodically.
 
-Callers: the Celery worker side (``convergence.dispatch.celery_dispatch``) starts one per
-worker process; the API (``convergence.api.app``) starts one while it drives the in-process
-dispatcher. A daemon thread beats every ``Settings.heartbeat_seconds``; :meth:`Heartbeat.stop`
-(the graceful-shutdown path: SIGTERM, the app's lifespan ending) marks the row stopped. A
-worker is "up" while its last heartbeat is younger than three intervals
-(:meth:`~convergence.store.worker_views.WorkerView.is_up`); a killed one simply goes silent.
+Callers: the Celery worker's life (``convergence.workers.process``) starts one per worker
+process; the API (``convergence.api.app``) starts one while it drives the in-process
+dispatcher, since it runs steps too. :func:`list_services` (the processes heard from, in
+Heat's ``GET /services`` shape) is read by ``convergence.api.services_api`` and
+``convergence services``.
+
+A daemon thread beats every ``Settings.heartbeat_seconds``; :meth:`Heartbeat.stop` (the
+graceful-shutdown path: SIGTERM, the app's lifespan ending) marks the row stopped. A worker
+is "up" while its last heartbeat is younger than three intervals
+(:meth:`~convergence.ports.views.WorkerView.is_up`); a killed one simply goes silent.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from convergence.store.repository import Store
-from convergence.store.worker_views import WorkerInfo, WorkerView
+from convergence.ports.store import Store
+from convergence.ports.views import WorkerInfo, WorkerView
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,134 @@
+"""Nodes: a traversal's plan as rows, each with the count of predecessors it still waits for.
+
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Nodes`` protocol by
+the engine: a plan is written once (``insert_nodes``), then each batch marks its nodes
+finished and releases their successors (``finish_nodes``, ``release_successors``), one
+statement per chunk of nodes, which keeps a traversal linear in its resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import and_, case, func, select, update
+
+from convergence.ports.store import NewNode
+from convergence.ports.views import READY, SKIPPED, WAITING, NodeView
+from convergence.store import dialect
+from convergence.store.rows import T_NODE, TxPart, chunks, node_view
+
+_COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "state",
+            "successors", "updated_at")
+
+
+class NodeQueries(TxPart):
+    def insert_nodes(self, traversal_id: str, nodes: Sequence[NewNode]) -> None:
+        rows: list[dict[str, Any]] = [
+            {"traversal_id": traversal_id, "seq": n.seq, "record_id": n.record_id,
+             "name": n.name, "phase": n.phase, "pending": n.pending,
+             "state": READY if n.pending == 0 else WAITING,
+             "successors": list(n.successors), "updated_at": self.now} for n in nodes]
+        dialect.bulk_insert(self.conn, T_NODE, rows, _COLUMNS)
+
+    def nodes(self, traversal_id: str, seqs: Iterable[int]) -> list[NodeView]:
+        out: list[NodeView] = []
+        for chunk in chunks(sorted(set(seqs))):
+            rows = self.conn.execute(select(T_NODE).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk)))
+            out.extend(node_view(r) for r in rows)
+        return out
+
+    def ready_nodes(self, traversal_id: str) -> list[int]:
+        rows = self.conn.execute(select(T_NODE.c.seq).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == READY))
+        return [r.seq for r in rows]
+
+    def current_nodes_of(self, traversal_id: str, record_ids: Iterable[int]) -> list[int]:
+        """The ready nodes of a traversal that work on these records (handover)."""
+        out: list[int] = []
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(select(T_NODE.c.seq).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
+                T_NODE.c.state == READY))
+            out.extend(r.seq for r in rows)
+        return out
+
+    def node_states(self, traversal_id: str) -> dict[str, int]:
+        rows = self.conn.execute(select(T_NODE.c.state, func.count()).where(
+            T_NODE.c.traversal_id == traversal_id).group_by(T_NODE.c.state))
+        return {state: count for state, count in rows}
+
+    def set_node_record(self, traversal_id: str, seq: int, record_id: int) -> None:
+        self.conn.execute(update(T_NODE).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == seq,
+        ).values(record_id=record_id))
+
+    def finish_nodes(self, traversal_id: str, seqs: Sequence[int],
+                     state: str) -> list[NodeView]:
+        """Mark nodes DONE or FAILED; returns those that were not finished already."""
+        changed: list[NodeView] = []
+        for chunk in chunks(sorted(set(seqs))):
+            rows = self.conn.execute(update(T_NODE).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                T_NODE.c.state.in_((WAITING, READY)),
+            ).values(state=state, updated_at=self.now).returning(*T_NODE.c))
+            changed.extend(node_view(r) for r in rows)
+        return changed
+
+    def release_successors(self, traversal_id: str, counts: Mapping[int, int]) -> list[int]:
+        """Decrement successors' counters; returns the ones that became ready.
+
+        Rows are locked in ascending order first, so that two workers finishing nodes with
+        common successors (fan-in) queue up rather than deadlock.
+        """
+        seqs = sorted(counts)
+        if not seqs:
+            return []
+        by_amount: dict[int, list[int]] = {}
+        for seq in seqs:
+            by_amount.setdefault(counts[seq], []).append(seq)
+        if dialect.locks_rows(self.conn):
+            for chunk in chunks(seqs):
+                self.conn.execute(dialect.lock(self.conn, select(T_NODE.c.seq).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                ).order_by(T_NODE.c.seq)))
+        ready: list[int] = []
+        for amount, group in by_amount.items():
+            left = T_NODE.c.pending - amount
+            for chunk in chunks(group):
+                rows = self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                ).values(
+                    pending=left,
+                    state=case((and_(left <= 0, T_NODE.c.state == WAITING), READY),
+                               else_=T_NODE.c.state),
+                    updated_at=self.now,
+                ).returning(T_NODE.c.seq, T_NODE.c.pending, T_NODE.c.state))
+                # RETURNING gives the new values: became ready now, or was ready already?
+                ready.extend(r.seq for r in rows if r.state == READY and r.pending == 0)
+        return sorted(ready)
+
+    def skip_descendants(self, traversal_id: str, seqs: Iterable[int]) -> int:
+        """Nodes that can never run because something before them failed: SKIPPED."""
+        frontier = set(seqs)
+        skipped = 0
+        seen: set[int] = set()
+        while frontier:
+            nodes = self.nodes(traversal_id, frontier)
+            seen |= frontier
+            nxt: set[int] = set()
+            for n in nodes:
+                nxt.update(s for s in n.successors if s not in seen)
+            if not nxt:
+                break
+            targets = [n.seq for n in self.nodes(traversal_id, nxt)
+                       if n.state in (WAITING, READY)]
+            if targets:
+                for chunk in chunks(sorted(targets)):
+                    self.conn.execute(update(T_NODE).where(
+                        T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    ).values(state=SKIPPED, updated_at=self.now))
+                skipped += len(targets)
+            frontier = set(targets)
+        return skipped

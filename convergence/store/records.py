@@ -1,0 +1,248 @@
+"""Resource records and their leases: what each resource is, who works on it, fenced writes.
+
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Records`` protocol by
+the engine (planning reads outlines; a batch claims its records, then writes what its steps
+learned), the lease keeper (``engine/leases.py`` renews) and the services (show, mark
+unhealthy, abandon).
+
+A record is leased to one owner at a time (``claim_records``): the claim bumps its fencing
+token. Every write of a step carries the token it got (``apply``, ``apply_many``) and is
+refused when a later claim bumped it: a worker that lost its lease cannot overwrite the work
+of the one that took it over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+
+from convergence.ports.views import RecordChange, RecordOutline, RecordView
+from convergence.store import dialect
+from convergence.store.rows import T_RES, TxPart, chunks, record_view
+
+
+class RecordQueries(TxPart):
+    # reading ------------------------------------------------------------------------------
+    def records(self, stack_id: str) -> list[RecordView]:
+        rows = self.conn.execute(select(T_RES).where(T_RES.c.stack_id == stack_id)
+                                 .order_by(T_RES.c.id))
+        return [record_view(r) for r in rows]
+
+    def record_outlines(self, stack_id: str) -> list[RecordOutline]:
+        """What planning needs of every record of a stack, without the heavy columns."""
+        rows = self.conn.execute(select(
+            T_RES.c.id, T_RES.c.name, T_RES.c.requires, T_RES.c.replaced_by,
+            T_RES.c.template_id, T_RES.c.action, T_RES.c.status,
+        ).where(T_RES.c.stack_id == stack_id).order_by(T_RES.c.id))
+        return [RecordOutline(r.id, r.name, tuple(r.requires or ()), r.replaced_by,
+                              r.template_id, r.action, r.status) for r in rows]
+
+    def records_by_id(self, ids: Iterable[int]) -> dict[int, RecordView]:
+        out: dict[int, RecordView] = {}
+        for chunk in chunks(sorted(set(ids))):
+            for r in self.conn.execute(select(T_RES).where(T_RES.c.id.in_(chunk))):
+                out[r.id] = record_view(r)
+        return out
+
+    def tokens(self, ids: Iterable[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk in chunks(sorted(set(ids))):
+            rows = self.conn.execute(select(T_RES.c.id, T_RES.c.fencing_token)
+                                     .where(T_RES.c.id.in_(chunk)))
+            out.update({r.id: r.fencing_token for r in rows})
+        return out
+
+    def heads(self, stack_id: str, names: Iterable[str]) -> dict[str, RecordView]:
+        """The newest unreplaced record of each name."""
+        out: dict[str, RecordView] = {}
+        for chunk in chunks(sorted(set(names))):
+            rows = self.conn.execute(select(T_RES).where(
+                T_RES.c.stack_id == stack_id, T_RES.c.name.in_(chunk),
+                T_RES.c.replaced_by.is_(None)).order_by(T_RES.c.id))
+            for r in rows:
+                out[r.name] = record_view(r)
+        return out
+
+    # making -------------------------------------------------------------------------------
+    def insert_records(self, stack_id: str, items: Sequence[tuple[str, str]],
+                       policies: Mapping[str, str | None] | None = None) -> dict[str, int]:
+        """New (never created) records for resources; returns their ids by name.
+        ``policies``: each one's deletion policy, from its definition (a record carries it
+        from the start, so that a crash before its first result cannot lose a Retain)."""
+        if not items:
+            return {}
+        chosen = policies or {}
+        rows: list[dict[str, Any]] = [
+            {"stack_id": stack_id, "name": name, "type": rtype, "action": "INIT",
+             "status": "COMPLETE", "status_reason": "", "generation": 0, "requires": [],
+             "properties": {}, "attributes": {}, "fencing_token": 0,
+             "deletion_policy": chosen.get(name), "created_at": self.now, "updated_at": self.now}
+            for name, rtype in items]
+        ids: dict[str, int] = {}
+        for chunk in chunks(rows):
+            result = self.conn.execute(insert(T_RES).returning(T_RES.c.id, T_RES.c.name), chunk)
+            for rid, name in result:
+                ids[name] = rid
+        return ids
+
+    def insert_replacement(self, old: RecordView, token: int, rtype: str,
+                           policy: str | None = None) -> int | None:
+        """A new version of ``old`` (fenced on old's token), with the deletion ``policy`` of
+        the definition it is made for; None if the fence refused."""
+        rid = self.conn.execute(insert(T_RES).values(
+            stack_id=old.stack_id, name=old.name, type=rtype, action="INIT", status="COMPLETE",
+            status_reason="", generation=0, requires=[], replaces=old.id, properties={},
+            attributes={}, fencing_token=0, deletion_policy=policy, created_at=self.now,
+            updated_at=self.now,
+        ).returning(T_RES.c.id)).scalar_one()
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.id == old.id, T_RES.c.fencing_token == token,
+        ).values(replaced_by=rid, updated_at=self.now))
+        if result.rowcount != 1:
+            self.conn.execute(delete(T_RES).where(T_RES.c.id == rid))
+            return None
+        return int(rid)
+
+    def restore_records(self, pairs: Sequence[tuple[int, int | None]]) -> None:
+        """Make an earlier version current again: for each (restored, superseded) pair the
+        restored record is nobody's replaced version any more and the superseded one (if
+        there still is one) is."""
+        for restored, superseded in pairs:
+            self.conn.execute(update(T_RES).where(T_RES.c.id == restored)
+                              .values(replaced_by=None, updated_at=self.now))
+            if superseded is not None:
+                self.conn.execute(update(T_RES).where(T_RES.c.id == superseded)
+                                  .values(replaced_by=restored, updated_at=self.now))
+
+    # leases -------------------------------------------------------------------------------
+    def claim_records(self, record_ids: Sequence[int], owner: str,
+                      until: float) -> dict[int, RecordView]:
+        """Lease records to ``owner`` and return them as claimed (token included): one
+        statement per chunk, for the records nobody else holds."""
+        claimed: dict[int, RecordView] = {}
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk),
+                # Nobody's (a poll watch is nobody's), or already ours. An expired lease of
+                # someone else is the sweeper's to take over, which says so in an event.
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_owner == owner),
+            ).values(lease_owner=owner, lease_expires=until,
+                     fencing_token=T_RES.c.fencing_token + 1).returning(*T_RES.c))
+            claimed.update({r.id: record_view(r) for r in rows})
+        return claimed
+
+    def renew_leases(self, record_ids: Iterable[int], owner: str, until: float) -> int:
+        """Push the leases ``owner`` still holds on these records to ``until``; how many it
+        still held (fewer: some were taken over)."""
+        kept = 0
+        for chunk in chunks(sorted(set(record_ids))):
+            kept += self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
+            ).values(lease_expires=until)).rowcount
+        return kept
+
+    def release(self, record_ids: Iterable[int], owner: str) -> None:
+        for chunk in chunks(sorted(set(record_ids))):
+            self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
+            ).values(lease_owner=None, lease_expires=None))
+
+    def lease_expiry(self, record_ids: Iterable[int]) -> float | None:
+        """When the latest of these records' leases runs out (None: none is held)."""
+        latest: float | None = None
+        for chunk in chunks(sorted(set(record_ids))):
+            value = self.conn.execute(select(func.max(T_RES.c.lease_expires)).where(
+                T_RES.c.id.in_(chunk), T_RES.c.lease_owner.is_not(None))).scalar()
+            if value is not None and (latest is None or value > latest):
+                latest = float(value)
+        return latest
+
+    # fenced writes ------------------------------------------------------------------------
+    def apply(self, change: RecordChange) -> bool:
+        """Write what a step learned, fenced; releases the lease. False if fenced off."""
+        where = and_(T_RES.c.id == change.record_id, T_RES.c.fencing_token == change.token)
+        if change.delete:
+            result = self.conn.execute(delete(T_RES).where(where))
+        else:
+            stamp = {"updated_at": self.now} if change.values else {}
+            result = self.conn.execute(update(T_RES).where(where).values(
+                lease_owner=None, lease_expires=None, **stamp, **change.values))
+        return result.rowcount == 1
+
+    def apply_many(self, changes: Sequence[RecordChange]) -> set[int]:
+        """Apply many fenced changes with few statements; returns the record ids applied.
+
+        The tokens are read (and on PostgreSQL locked) first, in id order; changes whose token
+        is stale are dropped; the rest are written with one executemany per shape of change.
+        """
+        ids = sorted({c.record_id for c in changes})
+        current: dict[int, int] = {}
+        for chunk in chunks(ids):
+            query = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(chunk)) \
+                .order_by(T_RES.c.id)
+            query = dialect.lock(self.conn, query)
+            current.update({r.id: r.fencing_token for r in self.conn.execute(query)})
+        valid = [c for c in changes if current.get(c.record_id) == c.token]
+        deletes = sorted({c.record_id for c in valid if c.delete})
+        for chunk in chunks(deletes):
+            self.conn.execute(delete(T_RES).where(T_RES.c.id.in_(chunk)))
+        shapes: dict[tuple[tuple[str, ...], bool], list[dict[str, Any]]] = {}
+        for c in valid:
+            if c.delete:
+                continue
+            keys = tuple(sorted(c.values))
+            row = {"_id": c.record_id, **c.values}
+            if c.watch is not None:
+                row["_watch"] = self.now + c.watch
+            shapes.setdefault((keys, c.watch is not None), []).append(row)
+        for (keys, watched), rows in shapes.items():
+            values: dict[str, Any] = {k: bindparam(k) for k in keys}
+            values.update(lease_owner=None,
+                          lease_expires=bindparam("_watch") if watched else None)
+            if keys:  # only releasing the lease is not a change of the resource
+                values["updated_at"] = self.now
+            stmt = update(T_RES).where(T_RES.c.id == bindparam("_id")).values(values)
+            self.conn.execute(stmt, rows)
+        return {c.record_id for c in valid}
+
+    # abandoning and forgetting (failures, mark-unhealthy, abandon) --------------------------
+    def fail_pending_operations(self, stack_id: str, reason: str) -> int:
+        """Records waiting on an operation nobody holds: FAILED, operation abandoned."""
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.stack_id == stack_id, T_RES.c.status == "IN_PROGRESS",
+            or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
+        ).values(status="FAILED", status_reason=reason, operation=None, updated_at=self.now))
+        return int(result.rowcount)
+
+    def fail_operations(self, record_ids: Sequence[int], reason: str) -> list[RecordView]:
+        """These records, where still waiting on an operation nobody holds: FAILED, their
+        operation abandoned (nobody is left to poll it). Returns the records so changed."""
+        failed: list[RecordView] = []
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(update(T_RES).where(
+                T_RES.c.id.in_(chunk), T_RES.c.status == "IN_PROGRESS",
+                or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
+            ).values(status="FAILED", status_reason=reason, operation=None,
+                     lease_owner=None, lease_expires=None, updated_at=self.now
+                     ).returning(*T_RES.c))
+            failed.extend(record_view(r) for r in rows)
+        return failed
+
+    def set_record_state(self, record_id: int, action: str, status: str,
+                         reason: str) -> bool:
+        """Set a record's state unless a step holds its lease; bumps its fencing token, so a
+        step that claimed it earlier cannot overwrite the change. False if it is held."""
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.id == record_id,
+            or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
+        ).values(action=action, status=status, status_reason=reason, lease_owner=None,
+                 lease_expires=None, fencing_token=T_RES.c.fencing_token + 1,
+                 updated_at=self.now))
+        return result.rowcount == 1
+
+    def forget_records(self, stack_id: str) -> int:
+        """Remove every resource record of a stack (the cloud is not touched)."""
+        return int(self.conn.execute(delete(T_RES).where(T_RES.c.stack_id == stack_id))
+                   .rowcount)

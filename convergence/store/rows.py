@@ -1,0 +1,134 @@
+"""The tables as SQLAlchemy Core sees them, and the rows turned into the ports' plain values.
+
+Callers: every aggregate module of the store (``stacks``, ``traversals``, ``nodes``,
+``records``, ``events``, ``resource_pages``, ``webhooks``, ``workers``, ``orphans``, ``sweeps``,
+``holds``) and ``transactions``, which composes them into the concrete ``Tx``. Nothing here
+leaves ``convergence.store``: the engine sees the views of :mod:`convergence.ports.views`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table
+
+from convergence.ports.views import (
+    DeliveryView,
+    EventView,
+    NodeView,
+    RecordView,
+    StackView,
+    SubscriptionView,
+    TraversalView,
+    WorkerView,
+)
+from convergence.store import models as m
+
+T_STACK = cast(Table, m.StackRow.__table__)
+T_TEMPLATE = cast(Table, m.TemplateRow.__table__)
+T_RES = cast(Table, m.ResourceRow.__table__)
+T_TRAV = cast(Table, m.TraversalRow.__table__)
+T_NODE = cast(Table, m.NodeRow.__table__)
+T_EVENT = cast(Table, m.EventRow.__table__)
+T_SUB = cast(Table, m.SubscriptionRow.__table__)
+T_DELIVERY = cast(Table, m.DeliveryRow.__table__)
+T_WORKER = cast(Table, m.WorkerRow.__table__)
+T_ORPHAN = cast(Table, m.OrphanRow.__table__)
+T_SWEEP = cast(Table, m.SweepRow.__table__)
+T_REQUIREMENTS = cast(Table, m.RequirementRow.__table__)
+
+CHUNK = 500  # IN-lists are split so no statement grows without bound
+
+
+class TxPart:
+    """What every aggregate's part of a transaction works with: its connection, and the time
+    the transaction stamps its writes with (``transactions.Tx`` sets both)."""
+
+    conn: Connection
+    now: float
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+class Row:
+    """Attribute access to a slice of a joined row, by the columns of one table."""
+
+    def __init__(self, table: Table, values: Sequence[Any]) -> None:
+        self.__dict__.update(zip(table.c.keys(), values, strict=True))
+
+
+def stack_view(row: Any) -> StackView:
+    return StackView(
+        id=row.id, name=row.name, tenant=row.tenant, generation=row.generation,
+        observed_generation=row.observed_generation, traversal_id=row.traversal_id,
+        template_id=row.template_id, rollback_template_id=row.rollback_template_id,
+        action=row.action, status=row.status, status_reason=row.status_reason,
+        outputs=row.outputs or {}, timeout_mins=row.timeout_mins,
+        disable_rollback=row.disable_rollback, created_at=row.created_at,
+        updated_at=row.updated_at, deleted_at=row.deleted_at,
+    )
+
+
+def traversal_view(row: Any) -> TraversalView:
+    return TraversalView(
+        id=row.id, stack_id=row.stack_id, generation=row.generation, action=row.action,
+        template_id=row.template_id, state=row.state, nodes_total=row.nodes_total,
+        nodes_remaining=row.nodes_remaining, nodes_failed=row.nodes_failed,
+        failure=row.failure, deadline=row.deadline,
+    )
+
+
+def record_view(row: Any) -> RecordView:
+    return RecordView(
+        id=row.id, stack_id=row.stack_id, name=row.name, type=row.type,
+        physical_id=row.physical_id, action=row.action, status=row.status,
+        status_reason=row.status_reason, template_id=row.template_id,
+        generation=row.generation, requires=tuple(row.requires or ()), replaces=row.replaces,
+        replaced_by=row.replaced_by, properties=row.properties or {},
+        attributes=row.attributes or {}, reference_id=row.reference_id,
+        operation=row.operation, fencing_token=row.fencing_token, lease_owner=row.lease_owner,
+        created_at=row.created_at, updated_at=row.updated_at,
+        deletion_policy=row.deletion_policy,
+    )
+
+
+def node_view(row: Any) -> NodeView:
+    return NodeView(
+        traversal_id=row.traversal_id, seq=row.seq, record_id=row.record_id, name=row.name,
+        phase=row.phase, pending=row.pending, state=row.state,
+        successors=tuple(row.successors or ()), updated_at=row.updated_at,
+    )
+
+
+def event_view(row: Any) -> EventView:
+    return EventView(
+        id=row.id, stack_id=row.stack_id, generation=row.generation,
+        resource_name=row.resource_name, physical_resource_id=row.physical_resource_id,
+        resource_type=row.resource_type, action=row.action, status=row.status,
+        reason=row.reason, created_at=row.created_at,
+    )
+
+
+def subscription_view(row: Any) -> SubscriptionView:
+    return SubscriptionView(
+        id=row.id, tenant=row.tenant, url=row.url, events=tuple(row.events or ()),
+        stack_id=row.stack_id, secret=row.secret, last_event_id=int(row.last_event_id),
+        created_at=row.created_at)
+
+
+def delivery_view(row: Any) -> DeliveryView:
+    return DeliveryView(
+        id=row.id, subscription_id=row.subscription_id, event_id=row.event_id,
+        event_type=row.event_type, body=row.body or {}, attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at, delivered_at=row.delivered_at,
+        last_error=row.last_error or "")
+
+
+def worker_view(row: Any) -> WorkerView:
+    return WorkerView(
+        id=row.id, hostname=row.hostname, pid=row.pid, kind=row.kind,
+        started_at=row.started_at, heartbeat_at=row.heartbeat_at, stopped_at=row.stopped_at)

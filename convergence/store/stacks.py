@@ -1,0 +1,115 @@
+"""Stacks and the templates they are made from: the store's part of a transaction for them.
+
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Stacks`` protocol by
+the services (create, update, delete, list, show), the engine (a traversal's outcome) and the
+API's statistics. A template is stored once, addressed by the hash of its content
+(:func:`convergence.ports.views.template_id`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from convergence.errors import Conflict
+from convergence.ports.views import StackView, TemplateContent, template_id
+from convergence.store import dialect
+from convergence.store.rows import CHUNK, T_STACK, T_TEMPLATE, TxPart, chunks, stack_view
+
+
+class StackQueries(TxPart):
+    # templates ----------------------------------------------------------------------------
+    def put_template(self, content: TemplateContent, description: str | None = None) -> str:
+        """Store a desired state once (its id is its hash); ``description``: its template's,
+        kept beside it for the stack list."""
+        tid = template_id(content)
+        exists = self.conn.execute(select(T_TEMPLATE.c.id).where(T_TEMPLATE.c.id == tid))
+        if exists.first() is None:
+            # Two requests of one content (two stacks made from one template) may both find
+            # it missing: the second insert does nothing rather than fail on the key.
+            dialect.insert_or_ignore(self.conn, T_TEMPLATE, "id", dict(
+                id=tid, text=content.text, files=dict(content.files),
+                environments=list(content.environments), parameters=dict(content.parameters),
+                created_at=self.now, description=description))
+        return tid
+
+    def template_descriptions(self, tids: Iterable[str]) -> dict[str, str | None]:
+        """The description of each template, in one query per chunk of ids (None: stored
+        before descriptions were)."""
+        found: dict[str, str | None] = {}
+        for chunk in chunks(sorted(set(tids))):
+            rows = self.conn.execute(select(T_TEMPLATE.c.id, T_TEMPLATE.c.description)
+                                     .where(T_TEMPLATE.c.id.in_(chunk)))
+            found.update({row.id: row.description for row in rows})
+        return found
+
+    def template(self, tid: str) -> TemplateContent:
+        row = self.conn.execute(select(T_TEMPLATE).where(T_TEMPLATE.c.id == tid)).one()
+        return TemplateContent(row.text, row.files or {}, tuple(row.environments or ()),
+                               row.parameters or {})
+
+    # stacks -------------------------------------------------------------------------------
+    def insert_stack(self, stack_id: str, tenant: str, name: str, *, timeout_mins: int | None,
+                     disable_rollback: bool) -> None:
+        """Raises Conflict when the tenant has a live stack of that name (the unique index
+        decides, so two creates racing on one name cannot both pass a look-up first)."""
+        try:
+            self.conn.execute(insert(T_STACK).values(
+                id=stack_id, name=name, tenant=tenant, generation=0, observed_generation=0,
+                action="INIT", status="COMPLETE", status_reason="", outputs={},
+                timeout_mins=timeout_mins, disable_rollback=disable_rollback,
+                created_at=self.now, updated_at=self.now))
+        except IntegrityError as exc:
+            if not dialect.name_taken(exc):
+                raise
+            raise Conflict(f"The Stack ({name}) already exists.") from None
+
+    def stack(self, stack_id: str, *, lock: bool = False) -> StackView | None:
+        query = select(T_STACK).where(T_STACK.c.id == stack_id)
+        if lock:
+            query = dialect.lock_no_key(self.conn, query)
+        row = self.conn.execute(query).first()
+        return stack_view(row) if row is not None else None
+
+    def find_stack(self, tenant: str, name_or_id: str) -> StackView | None:
+        live = T_STACK.c.deleted_at.is_(None)
+        row = self.conn.execute(select(T_STACK).where(
+            T_STACK.c.tenant == tenant,
+            or_(and_(T_STACK.c.name == name_or_id, live), T_STACK.c.id == name_or_id),
+        ).order_by(T_STACK.c.created_at.desc())).first()
+        return stack_view(row) if row is not None else None
+
+    def stacks(self, tenant: str, *, include_deleted: bool = False) -> list[StackView]:
+        query = select(T_STACK).where(T_STACK.c.tenant == tenant)
+        if not include_deleted:
+            query = query.where(T_STACK.c.deleted_at.is_(None))
+        return [stack_view(r) for r in self.conn.execute(query.order_by(T_STACK.c.created_at))]
+
+    def stacks_by_id(self, ids: Iterable[str]) -> dict[str, StackView]:
+        """The stacks (deleted ones too) with these ids."""
+        found: dict[str, StackView] = {}
+        for chunk in chunks(sorted(set(ids)), CHUNK):
+            for row in self.conn.execute(select(T_STACK).where(T_STACK.c.id.in_(chunk))):
+                found[row.id] = stack_view(row)
+        return found
+
+    def update_stack(self, stack_id: str, **values: Any) -> None:
+        self.conn.execute(update(T_STACK).where(T_STACK.c.id == stack_id)
+                          .values(updated_at=self.now, **values))
+
+    def finish_stack(self, stack_id: str, traversal_id: str, **values: Any) -> bool:
+        """Set the outcome, only if this traversal is still the stack's current one."""
+        result = self.conn.execute(update(T_STACK).where(
+            T_STACK.c.id == stack_id, T_STACK.c.traversal_id == traversal_id,
+        ).values(updated_at=self.now, **values))
+        return result.rowcount == 1
+
+    def stack_counts(self) -> dict[str, int]:
+        """Live (not deleted) stacks by ``ACTION_STATUS``, over every tenant (metrics)."""
+        query = select(T_STACK.c.action, T_STACK.c.status, func.count()) \
+            .where(T_STACK.c.deleted_at.is_(None)) \
+            .group_by(T_STACK.c.action, T_STACK.c.status)
+        return {f"{a}_{s}": int(n) for a, s, n in self.conn.execute(query)}

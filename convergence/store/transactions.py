@@ -1,0 +1,96 @@
+"""The store: transactions on one database, each offering every aggregate's queries.
+
+:class:`Store` (built by ``convergence.runtime``) implements the ports' ``Store`` protocol
+(:mod:`convergence.ports.store`): ``with store.begin() as tx`` opens a transaction, ``read``
+one that only reads, ``transact`` runs a piece of work again when the database picked it as a
+deadlock's victim. :class:`Tx` is the ports' ``Tx``: one class composed of each aggregate's
+part (stacks, traversals, nodes, records and leases, resource pages, events, webhooks,
+workers, orphans, sweeps, holds), which the engine, the sweeper and the services compose
+inside one transaction.
+
+Queries are Core statements on the model tables, batched where a step handles many nodes at
+once: claiming leases, loading records, decrementing successors and writing events are one
+statement per batch, not per node, which is what keeps a traversal linear and cheap per
+resource. Writes to a resource record are fenced: they carry the fencing token the writer got
+when it claimed the record, and are refused (not applied) when a later claim bumped the token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import DBAPIError
+
+from convergence.store import dialect, errors
+from convergence.store.db import READ_ONLY
+from convergence.store.events import EventQueries
+from convergence.store.holds import HoldQueries
+from convergence.store.nodes import NodeQueries
+from convergence.store.orphans import OrphanQueries
+from convergence.store.records import RecordQueries
+from convergence.store.resource_pages import ResourcePageQueries
+from convergence.store.stacks import StackQueries
+from convergence.store.sweeps import SweepQueries
+from convergence.store.traversals import TraversalQueries
+from convergence.store.webhooks import WebhookQueries
+from convergence.store.workers import WorkerQueries
+
+R = TypeVar("R")
+
+
+class Tx(StackQueries, TraversalQueries, NodeQueries, RecordQueries, ResourcePageQueries,
+         EventQueries, WebhookQueries, WorkerQueries, OrphanQueries, SweepQueries, HoldQueries):
+    """One transaction's worth of primitives. Obtained from ``Store.begin``."""
+
+    def __init__(self, conn: Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+
+    def ping(self) -> None:
+        """A trivial query: raises when the database does not answer."""
+        self.conn.execute(select(1))
+
+
+class Store:
+    """Opens transactions on one database."""
+
+    def __init__(self, engine: Engine, clock: Callable[[], float] = time.time) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    @contextmanager
+    def begin(self) -> Iterator[Tx]:
+        with self.engine.begin() as conn:
+            yield Tx(conn, self.clock())
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A transaction for reading only. On SQLite it takes no write lock (a deferred
+        BEGIN reads a snapshot of the WAL), so reads do not queue behind traversals; it must
+        not write: a write there could not wait for the lock as ``begin``'s do."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                yield Tx(conn, self.clock())
+
+    def transact(self, work: Callable[[Tx], R], attempts: int = 3) -> R:
+        """Run ``work`` in a transaction, again (from the start, in a new one) when the
+        database chose it as a deadlock's victim or refused to serialize it: what a request
+        does must not fail for a lock order it did not pick."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.begin() as tx:
+                    return work(tx)
+            except DBAPIError as exc:
+                if attempt == attempts or not dialect.transient(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def unreachable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the database could not be reached or dropped the connection
+        (:func:`convergence.store.errors.unreachable`)."""
+        return errors.unreachable(exc)

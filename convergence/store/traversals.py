@@ -1,0 +1,88 @@
+"""Traversals: one walk of a stack's plan, and the counter of the nodes it has left.
+
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Traversals`` protocol
+by the engine (planning, counting finished nodes off, ending) and the services (a new
+traversal supersedes the running one). A traversal is PLANNING, then RUNNING, then COMPLETE,
+FAILED or SUPERSEDED; each change is a compare-and-swap on its state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+
+from convergence.ports.views import PLANNING, RUNNING, SUPERSEDED, StackView, TraversalView
+from convergence.store import dialect
+from convergence.store.rows import T_STACK, T_TRAV, Row, TxPart, stack_view, traversal_view
+
+
+class TraversalQueries(TxPart):
+    def insert_traversal(self, stack_id: str, generation: int, action: str,
+                         template_id: str | None, deadline: float | None) -> str:
+        tid = str(uuid.uuid4())
+        self.conn.execute(insert(T_TRAV).values(
+            id=tid, stack_id=stack_id, generation=generation, action=action,
+            template_id=template_id, state=PLANNING, nodes_total=0, nodes_remaining=0,
+            nodes_failed=0, failure="", deadline=deadline, created_at=self.now))
+        return tid
+
+    def traversal_and_stack(self, traversal_id: str
+                            ) -> tuple[TraversalView | None, StackView | None]:
+        """Both in one query: what every batch starts by reading."""
+        joined = select(T_TRAV, T_STACK).join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id) \
+            .where(T_TRAV.c.id == traversal_id)
+        row = self.conn.execute(joined).first()
+        if row is None:
+            return None, None
+        n = len(T_TRAV.c)
+        trav = traversal_view(Row(T_TRAV, row[:n]))
+        return trav, stack_view(Row(T_STACK, row[n:]))
+
+    def traversal(self, traversal_id: str, *, lock: bool = False) -> TraversalView | None:
+        query = select(T_TRAV).where(T_TRAV.c.id == traversal_id)
+        if lock:
+            query = dialect.lock_no_key(self.conn, query)
+        row = self.conn.execute(query).first()
+        return traversal_view(row) if row is not None else None
+
+    def supersede_traversals(self, stack_id: str, keep: str) -> None:
+        self.conn.execute(update(T_TRAV).where(
+            T_TRAV.c.stack_id == stack_id, T_TRAV.c.id != keep,
+            T_TRAV.c.state.in_((PLANNING, RUNNING)),
+        ).values(state=SUPERSEDED, finished_at=self.now))
+
+    def start_running(self, traversal_id: str, total: int) -> bool:
+        result = self.conn.execute(update(T_TRAV).where(
+            T_TRAV.c.id == traversal_id, T_TRAV.c.state == PLANNING,
+        ).values(state=RUNNING, nodes_total=total, nodes_remaining=total))
+        return result.rowcount == 1
+
+    def count_done(self, traversal_id: str, done: int, failed: int, failure: str) -> int:
+        """Take finished nodes off the traversal's counter; returns what remains."""
+        values: dict[str, Any] = {
+            "nodes_remaining": T_TRAV.c.nodes_remaining - (done + failed),
+            "nodes_failed": T_TRAV.c.nodes_failed + failed,
+        }
+        if failure:
+            values["failure"] = func.coalesce(func.nullif(T_TRAV.c.failure, ""), failure)
+        return int(self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id)
+                                     .values(**values)
+                                     .returning(T_TRAV.c.nodes_remaining)).scalar_one())
+
+    def end_traversal(self, traversal_id: str, state: str,
+                      from_state: str | None = RUNNING) -> bool:
+        """End a traversal (only from ``from_state``; None: from any state)."""
+        where = [T_TRAV.c.id == traversal_id]
+        if from_state is not None:
+            where.append(T_TRAV.c.state == from_state)
+        result = self.conn.execute(update(T_TRAV).where(*where)
+                                   .values(state=state, finished_at=self.now))
+        return result.rowcount == 1
+
+    def traversal_counts(self) -> dict[tuple[str, str], int]:
+        """Traversals by (action, state) since the database was created (metrics)."""
+        query = select(T_TRAV.c.action, T_TRAV.c.state, func.count()) \
+            .group_by(T_TRAV.c.action, T_TRAV.c.state)
+        return {(str(a), str(s)): int(n) for a, s, n in self.conn.execute(query)}
