@@ -93,7 +93,7 @@ def main() -> None:
     connected.wait(10)
     time.sleep(0.2)
     if args.poll_only:
-        rt.engine.on_events = None
+        rt.engine.observers.clear()
     started = time.monotonic()
     with httpx.Client(base_url=base, timeout=60) as c:
         for i in range(args.stacks):

@@ -148,7 +148,9 @@ class Engine:
         self.stopping = threading.Event()
         self.stats = EngineStats()
         self.finishes = 0  # traversals this engine finished: lets waiters skip needless reads
-        self.on_events: Callable[[], None] | None = None  # called after events committed
+        # Called, in order, after each transaction that recorded events: the API's event stream
+        # and webhook deliverer register here (``convergence.api.stream``/``subscriptions``).
+        self.observers: list[Callable[[], None]] = []
         self.on_step: Callable[[float], None] | None = None  # each step's seconds (metrics)
         self._plugins: dict[str, ResourcePlugin] = {}
         self.definitions = DefinitionCache(self._load_template, registry)
@@ -490,8 +492,8 @@ class Engine:
         # once: the results are in hand and the leases still held.
         follow, nxt, told = self.store.transact(
             lambda tx: self._record_in(tx, batch, results, owner, go_on, failing))
-        if told and self.on_events is not None:
-            self.on_events()
+        if told:
+            self._tell_observers()
         return merge(follow, self.batch_size), nxt
 
     def _record_in(self, tx: Tx, batch: _Batch, results: list[StepResult], owner: str,
@@ -705,9 +707,12 @@ class Engine:
                 follow = self._roll_back(tx, stack, trav, trav.failure)
             else:
                 self._conclude(tx, stack, trav, ok)
-        if self.on_events is not None:
-            self.on_events()
+        self._tell_observers()
         return follow
+
+    def _tell_observers(self) -> None:
+        for observer in list(self.observers):
+            observer()
 
     def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> None:
         status = "COMPLETE" if ok else "FAILED"
