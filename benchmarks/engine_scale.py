@@ -57,9 +57,9 @@ class Counting:
 
 
 def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | None) -> None:
-    from convergence import services as sv
     from convergence.dispatch.inprocess import InProcessDispatcher
     from convergence.runtime import open_runtime
+    from convergence.services import running, stacks
     from convergence.settings import Settings
     from convergence.store.metrics import StatementCounter
 
@@ -82,12 +82,12 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
         counting.messages = 1  # the request's own message
         start = time.perf_counter()
         if phase == "create":
-            stack = sv.create_stack(rt, "bench", "s", template(n, shape, "a"))
+            stack = stacks.create_stack(rt, "bench", "s", template(n, shape, "a"))
         elif phase == "update":
-            stack = sv.update_stack(rt, "bench", "s", template(n, shape, "b"))
+            stack = stacks.update_stack(rt, "bench", "s", template(n, shape, "b"))
         else:
-            stack = sv.delete_stack(rt, "bench", "s")
-        stack = sv.wait_for_stack(rt, "bench", stack.id)
+            stack = stacks.delete_stack(rt, "bench", "s")
+        stack = running.wait_for_stack(rt, "bench", stack.id)
         wall = time.perf_counter() - start
         counts = counter.snapshot()
         statements, transactions, messages = (counts.statements, counts.transactions,

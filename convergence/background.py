@@ -1,8 +1,10 @@
 """A background loop: a daemon thread that takes turns until stopped, and can be woken.
 
-Subclassed by the API's in-process dispatcher driver and the webhook deliverer: each defines a
-``turn`` that does its work and says how long to wait before the next one; ``wake`` cuts the
-wait short (new work was dispatched, events were committed). A turn that raises is
+Subclassed by the API's in-process dispatcher driver (``convergence.api.app``), the webhook
+deliverer (``convergence.services.webhooks``), the sweeper's loop
+(``convergence.engine.sweeper``) and a worker node's pool watch (``convergence.workers.pool``):
+each defines a ``turn`` that does its work and says how long to wait before the next one;
+``wake`` cuts the wait short (new work was dispatched, events were committed). A turn that raises is
 logged and the loop goes on, since the database or a receiver may come back.
 """
 

@@ -1,6 +1,9 @@
 """Errors of the engine's use cases, apart from user-input errors in templates.
 
-The API maps each family to an HTTP status in one place; the CLI prints them.
+Raised by the use cases (``convergence.services`` and the modules beside it), the store (a
+stack name in use) and the plugins' type listings; a leaf that every layer may import. The API
+maps each family to an HTTP status in one place (``convergence.api.errors``); the CLI prints
+them (``convergence.cli.common``). Template errors are ``convergence.template.errors``'.
 """
 
 from __future__ import annotations

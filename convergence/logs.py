@@ -1,8 +1,9 @@
 """Logging: structlog configured once per entry point, stdlib logging routed through it.
 
-Callers: each entry point configures logging once at start: the CLI (``convergence.cli``,
-console mode, WARNING by default so that progress output stays clean), the API and the
-workers (JSON lines). Everything else just logs, through structlog or plain
+Callers: each entry point configures logging once at start (:func:`configure_logging`): the
+CLI (``convergence.cli``, console mode, WARNING by default so that progress output stays clean;
+``convergence api`` runs under it) and the Celery workers (``convergence.workers.app``, JSON
+lines). Everything else just logs, through structlog or plain
 ``logging.getLogger(__name__)`` (Celery, SQLAlchemy and our own modules use the latter): both
 end up in the same processors, so the fields bound with :func:`bind` appear on every line.
 
@@ -81,8 +82,9 @@ def configure_logging(mode: Mode = "console", level: int | str = logging.WARNING
                       stream: TextIO | None = None) -> None:
     """Configure structlog and the stdlib root logger; calling it again replaces the setup.
 
-    ``console``: readable lines on stderr (the CLI). ``json``: one JSON object per line (the
-    API and the workers). ``stream`` overrides where lines go (default: the current stderr).
+    ``console``: readable lines on stderr (the CLI, ``convergence api`` included). ``json``: one
+    JSON object per line (the workers). ``stream`` overrides where lines go (default: the
+    current stderr).
     """
     if isinstance(level, str):
         level = logging.getLevelNamesMapping().get(level.upper(), logging.WARNING)

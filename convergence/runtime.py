@@ -2,13 +2,15 @@
 
 The CLI, the API and the worker each call :func:`open_runtime` with their settings. With no
 broker configured, work runs on the in-process dispatcher (the embedded default); with one, it
-is sent to Celery workers.
+is sent to Celery workers. The use cases (``convergence.services``) take the :class:`Runtime`
+and use what it holds; it holds nothing else (what the API app runs beside it, its event
+notifier and webhook deliverer, the app owns: ``convergence.api.app``).
 """
 
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from convergence.dispatch.inprocess import InProcessDispatcher
@@ -18,6 +20,7 @@ from convergence.plugins.base import PluginHost
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.clock import Clock, SystemClock
 from convergence.ports.dispatch import Dispatcher
+from convergence.services.holds import StackHolds
 from convergence.settings import Settings
 from convergence.store.db import make_engine
 from convergence.store.entity_tables import SqlEntityTables
@@ -33,7 +36,8 @@ class Runtime:
     registry: PluginRegistry
     engine: Engine
     dispatcher: Dispatcher
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The stacks this process drives, held while it does (``convergence.services.running``).
+    holds: StackHolds
 
     @property
     def inprocess(self) -> InProcessDispatcher | None:
@@ -68,4 +72,5 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
             # The embedded engine sweeps too: what a process that died left behind is found.
             sweeper = Sweeper(engine, settings.sweep_seconds)
             dispatcher.every(settings.sweep_seconds, sweeper.periodic)
-    return Runtime(settings, clock, store, registry, engine, dispatcher)
+    return Runtime(settings, clock, store, registry, engine, dispatcher,
+                   StackHolds(store, settings.lease_seconds))

@@ -1,14 +1,23 @@
-"""Settings: one frozen value, built once in each entry point (CLI, API, worker) from the
-environment, and passed down. Nothing reads the environment anywhere else, but plugins, which
-read their own variables once, as the runtime builds their backends (``PluginHost.environ`` in
-``convergence.plugins.base``).
+"""Settings: one frozen value, built once per entry point from the environment, passed down.
+
+Callers: :func:`load_settings` runs in the entry points only: the CLI (``convergence.cli.state``,
+and the ``api``, ``worker`` and ``db`` commands), ``workers/celery_worker.py`` and Alembic's
+``store/migrations/env.py``; the runtime, the dispatchers, the worker's life, the API and the
+use cases take the :class:`Settings` they are handed. Nothing else reads ``CONVERGENCE_*`` but
+the CLI's own ``CONVERGENCE_URL``, ``CONVERGENCE_PROJECT_ID`` and ``CONVERGENCE_TOKEN``
+(``convergence.cli``) and the plugins, which read their own variables once, as the runtime
+builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e.g.
+``CONVERGENCE_TEST_BACKEND_LATENCY``).
 
 ``CONVERGENCE_DATABASE_URL``  SQLAlchemy URL; default: a SQLite file in the user data directory
 ``CONVERGENCE_BROKER_URL``    Celery broker (Redis); unset: the in-process dispatcher runs steps
 ``CONVERGENCE_DATA_DIR``      where the embedded database lives
 ``CONVERGENCE_LEASE_SECONDS`` how long a claimed resource stays claimed without renewal (and, in
-                              embedded mode, the stack a command drives: ``convergence.holds``)
+                              embedded mode, the stack a command drives: ``services.holds``)
 ``CONVERGENCE_SWEEP_SECONDS`` the sweeper's period
+``CONVERGENCE_HEARTBEAT_SECONDS`` heartbeat period of the processes that run steps
+                              (``convergence.workers.heartbeat``)
+``CONVERGENCE_POLL_SECONDS``  longest wait between two polls of a pending operation
 ``CONVERGENCE_SHUTDOWN_GRACE_SECONDS`` how long a worker told to stop (SIGTERM) lets the steps in
                               hand reach their commit point before it lets go of their leases;
                               and how long ``convergence api`` lets requests in flight finish
@@ -16,7 +25,7 @@ read their own variables once, as the runtime builds their backends (``PluginHos
 ``CONVERGENCE_INLINE_SECONDS`` how long a step goes on with the successors it released
 ``CONVERGENCE_MAX_REQUEST_BYTES`` largest API request body (default 2 MiB; larger: 413), and the
                               most a stack's template, files, environments and parameters may
-                              weigh together, however they come (``convergence.admission``)
+                              weigh together, however they come (``services.admission``)
 ``CONVERGENCE_MAX_TEMPLATE_BYTES`` largest template, file of the files map or environment
                               (default 1 MiB), through the API (413) and the CLI alike
 ``CONVERGENCE_AUTH``          API authentication: noauth (default), token or keystone
@@ -65,7 +74,7 @@ class Settings:
     tokens_file: str | None = None
     keystone_url: str | None = None
     keystone_service_token: str | None = field(default=None, repr=False)  # a secret
-    # Notification webhooks (convergence.webhooks): first retry after this many seconds,
+    # Notification webhooks (convergence.services.webhooks): first retry after this many seconds,
     # doubling each time, and how many attempts before giving up.
     webhook_backoff_seconds: float = 1.0
     webhook_max_attempts: int = 8

@@ -2,7 +2,8 @@
 
 ``celery -A workers.celery_worker worker`` runs the same worker as ``convergence worker`` (the
 usual way, which also checks the schema first). Configured by the environment
-(``CONVERGENCE_BROKER_URL``, ``CONVERGENCE_DATABASE_URL``, ...), read once here; no logic lives
+(``CONVERGENCE_BROKER_URL``, ``CONVERGENCE_DATABASE_URL``, ...), read once here into the
+settings :func:`convergence.workers.app.make_worker_app` builds the app from; no logic lives
 here.
 """
 

@@ -16,7 +16,10 @@ routes would otherwise take ``stacks/preview`` and ``stacks/{name}/{id}/...`` pa
   ``NotSupported``.
 - ``POST /stacks/preview``: validates a new stack and lists the resources it would create.
 - ``PUT|PATCH /stacks/{name}/{id}/preview``: what an update would do to each resource
-  (``convergence.preview``).
+  (``convergence.services.preview``).
+
+The request is read with ``convergence.api.requests``; the answers are shaped here and with
+``convergence.api.views``.
 """
 
 from __future__ import annotations
@@ -27,34 +30,34 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 
-from convergence import preview, services, stack_inputs
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
-from convergence.api.stacks import (
-    _environments,
-    _flag,
-    _mapping,
-    _template_text,
-    _wake,
+from convergence.api.requests import (
+    bad_request,
+    base_url,
     canonical_stack,
+    environments,
+    flag,
     if_match_generation,
     json_body,
+    mapping,
+    no_template,
     runtime,
+    template_text,
+    wake,
 )
 from convergence.errors import Conflict
+from convergence.heat_fields import iso
 from convergence.ports.views import RecordView, StackView, TemplateContent
 from convergence.runtime import Runtime
+from convergence.services import inputs, preview, stacks
 from convergence.template import TemplateError
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 ACTIONS = ("suspend", "resume", "check", "cancel_update", "cancel_without_rollback")
 CANCELS = ("cancel_update", "cancel_without_rollback")
-
-
-def _base(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
 
 
 # Actions ----------------------------------------------------------------------------------------
@@ -75,9 +78,9 @@ def stack_action(request: Request, stack: StackView = Depends(canonical_stack), 
                        f"yet by this engine (Stack {stack.name}); nothing was done.")
     expected = if_match_generation(request)
     # Conflict (409) unless a create or update is in progress, checked in the transaction.
-    services.cancel_stack(rt, stack.tenant, stack.id, rollback=action == "cancel_update",
-                          expected_generation=expected)
-    _wake(request)
+    stacks.cancel_stack(rt, stack.tenant, stack.id, rollback=action == "cancel_update",
+                        expected_generation=expected)
+    wake(request)
     # Heat answers 200 with a null body; the stack's status tells how the cancel goes.
 
 
@@ -85,14 +88,11 @@ def stack_action(request: Request, stack: StackView = Depends(canonical_stack), 
 
 def _content(body: Mapping[str, Any]) -> TemplateContent:
     if body.get("template") is None:
-        if body.get("template_url"):
-            raise ApiError(400, "NotSupported", "template_url is not supported; send the "
-                           "template in the request.")
-        raise ApiError(400, "HTTPBadRequest", "No template specified")
-    files = _mapping(body, "files")
-    return TemplateContent(text=_template_text(body["template"]), files=files,
-                           environments=tuple(_environments(body, files)),
-                           parameters=_mapping(body, "parameters"))
+        raise no_template(body)
+    files = mapping(body, "files")
+    return TemplateContent(text=template_text(body["template"]), files=files,
+                           environments=tuple(environments(body, files)),
+                           parameters=mapping(body, "parameters"))
 
 
 def _preview_resource(stack_name: str, stack_href: str, tenant: str,
@@ -127,16 +127,16 @@ def preview_create(request: Request, tenant_id: str,
                    rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     name = body.get("stack_name")
     if not isinstance(name, str) or not name:
-        raise ApiError(400, "HTTPBadRequest", "'stack_name' is required.")
+        raise bad_request("'stack_name' is required.")
     try:
         found = preview.preview_create(rt, tenant_id, name, _content(body))
     except Conflict as exc:
         raise ApiError(409, "StackExists", str(exc)) from None
-    href = f"{_base(request)}/v1/{quote(tenant_id, safe='')}/stacks/{quote(name, safe='')}/None"
+    href = f"{base_url(request)}/v1/{quote(tenant_id, safe='')}/stacks/{quote(name, safe='')}/None"
     deps = found.definition.dependencies
     required_by = {n: sorted(o for o, d in deps.items() if n in d)
                    for n in found.definition.resource_types}
-    params = stack_inputs.definition_parameters(found.definition)  # hidden ones masked
+    params = inputs.definition_parameters(found.definition)  # hidden ones masked
     params.update({"OS::stack_id": "None", "OS::stack_name": name, "OS::project_id": tenant_id})
     return {"stack": {
         "id": "None",
@@ -148,7 +148,7 @@ def preview_create(request: Request, tenant_id: str,
         "parent": None,
         "capabilities": [],
         "notification_topics": [],
-        "disable_rollback": _flag(body.get("disable_rollback"), False),
+        "disable_rollback": flag(body.get("disable_rollback"), False),
         "timeout_mins": body.get("timeout_mins"),
         "parameters": params,
         "creation_time": None,
@@ -176,8 +176,8 @@ def _change_item(base: str, stack: StackView, name: str, record: RecordView | No
         "stack_name": stack.name,
         "stack_identity": identity,
         "resource_identity": {**identity, "path": f"/resources/{quote(name, safe='')}"},
-        "creation_time": views.iso(record.created_at) if record is not None else None,
-        "updated_time": views.iso(record.updated_at or record.created_at)
+        "creation_time": iso(record.created_at) if record is not None else None,
+        "updated_time": iso(record.updated_at or record.created_at)
         if record is not None else None,
         "description": "",
         "links": [{"href": f"{stack_href}/resources/{quote(name, safe='')}", "rel": "self"},
@@ -192,19 +192,19 @@ def _update_preview(request: Request, stack: StackView, rt: Runtime, body: Mappi
                     existing: bool) -> dict[str, Any]:
     template = body.get("template")
     if template is None and not existing:
-        raise ApiError(400, "HTTPBadRequest", "No template specified")
-    files = _mapping(body, "files")
+        raise bad_request("No template specified")
+    files = mapping(body, "files")
     try:
         found = preview.preview_update(
             rt, stack.tenant, stack.id,
-            _template_text(template) if template is not None else None, files=files,
-            environments=_environments(body, files), parameters=_mapping(body, "parameters"),
+            template_text(template) if template is not None else None, files=files,
+            environments=environments(body, files), parameters=mapping(body, "parameters"),
             existing=existing)
     except ValueError as exc:
         if isinstance(exc, TemplateError):
             raise
-        raise ApiError(400, "HTTPBadRequest", str(exc)) from None
-    base = _base(request)
+        raise bad_request(str(exc)) from None
+    base = base_url(request)
     return {"resource_changes": {
         bucket: [_change_item(base, stack, n, found.heads.get(n), found.desired.get(n))
                  for n in found.changes.bucket(bucket)]

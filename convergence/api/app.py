@@ -1,11 +1,22 @@
-"""The API application: routes, error handlers and, in embedded mode, the dispatcher's driver.
+"""The API application: routes, error handlers, and what runs beside them while the app is up.
 
-Callers: ``convergence.cli.api_cmd`` (``convergence api``, served by uvicorn) and the API
-tests. :func:`create_app` takes a runtime built by ``convergence.runtime.open_runtime``. With
-no broker configured the runtime's work runs on the in-process dispatcher; the app then runs
-it on a background thread (:class:`DispatcherDriver`) for as long as the app is up (its
-lifespan), woken by the routes that start work, and heartbeats as an "api" worker
-(``convergence.workers.heartbeat``) meanwhile.
+Callers: ``convergence.api.serve`` (``convergence api``, served by uvicorn), the API tests and
+the benchmarks. :func:`create_app` takes a runtime built by ``convergence.runtime.open_runtime``
+and builds what the app owns, kept on ``app.state``:
+
+- ``notifier``: the event notifier that wakes the waiting event streams and long-polls
+  (``convergence.api.stream.EventNotifier``);
+- ``deliverer``: the webhook deliverer (``convergence.services.webhooks.Deliverer``, built by
+  ``convergence.api.subscriptions.build_deliverer``), run on a thread;
+- ``driver``: with no broker configured the runtime's work runs on the in-process
+  dispatcher; the app then runs it on a background thread (:class:`DispatcherDriver`), woken
+  by the routes that start work, and heartbeats as an "api" worker
+  (``convergence.workers.heartbeat``) meanwhile.
+
+For as long as the app is up (its lifespan) the notifier's ``notify`` and the deliverer's
+``wake`` are observers of the runtime's engine (``Engine.observers``: told after each
+transaction that recorded events); they are removed when it stops, so that several apps may
+be built, one after the other, on one runtime.
 
 At start, a noauth app logs a warning (``convergence.api.auth.auth_warnings``). When the server
 stops, ``convergence api`` calls :func:`stop_streams` so that open event streams let it go.
@@ -18,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -36,6 +47,7 @@ from convergence.api import (
     subscriptions,
 )
 from convergence.api.auth import Authenticator, auth_warnings, build_authenticator
+from convergence.api.requests import base_url
 from convergence.api.stacks import router
 from convergence.background import Loop
 from convergence.dispatch.inprocess import InProcessDispatcher
@@ -78,11 +90,6 @@ def version_document(base: str) -> dict[str, Any]:
                           "links": [{"rel": "self", "href": f"{base}/v1/"}]}]}
 
 
-def base_url(request: Request) -> str:
-    """The absolute prefix of this server as the client reached it (scheme, host, root)."""
-    return str(request.base_url).rstrip("/")
-
-
 def stop_streams(app: FastAPI) -> None:
     """The server is stopping: end the event streams and long-polls now. Left alone they
     would hold their connections open, and the server would wait on them."""
@@ -104,29 +111,42 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     beat = Heartbeat(runtime.store, worker_info(runtime.engine.worker_id, API,
                                                 runtime.clock.now()),
                      runtime.settings.heartbeat_seconds) if driver is not None else None
+    notifier = stream.EventNotifier()
+    deliverer = subscriptions.build_deliverer(runtime)
+    observers = (notifier.notify, deliverer.wake)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        for warning in auth_warnings(app.state.authenticator):
-            get_logger(__name__).warning(warning, auth_mode=app.state.authenticator.mode)
-        if driver is not None:
-            driver.start()
-        if beat is not None:
-            beat.start()
+        runtime.engine.observers.extend(observers)
+        deliverer.start()
         try:
-            yield
-        finally:
-            stop_streams(app)
-            if beat is not None:
-                beat.stop()
+            for warning in auth_warnings(app.state.authenticator):
+                get_logger(__name__).warning(warning, auth_mode=app.state.authenticator.mode)
             if driver is not None:
-                driver.stop()
+                driver.start()
+            if beat is not None:
+                beat.start()
+            try:
+                yield
+            finally:
+                stop_streams(app)
+                if beat is not None:
+                    beat.stop()
+                if driver is not None:
+                    driver.stop()
+        finally:
+            deliverer.stop()
+            for observer in observers:
+                with suppress(ValueError):  # taken off already (a benchmark clears them)
+                    runtime.engine.observers.remove(observer)
 
     app = FastAPIOffline(title="Convergence orchestration API", version="1.0",
                          lifespan=lifespan, docs_url="/docs", redoc_url=None,
                          openapi_url="/openapi.json", static_url=DOCS_ASSETS)
     app.state.runtime = runtime
     app.state.driver = driver
+    app.state.notifier = notifier  # wakes the event streams (convergence.api.stream)
+    app.state.deliverer = deliverer  # delivers the webhooks (convergence.api.subscriptions)
     # Set when the server stops: event streams and long-polls end (convergence.api.stream).
     app.state.stopping = threading.Event()
     # Who may call the /v1/{tenant_id}/... routes (default: from the runtime's settings).
@@ -149,6 +169,6 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     app.include_router(catalog.router)
     app.include_router(router)
     app.include_router(stream.router)  # GET /v1/{tenant}/events (+ watch, wait)
-    subscriptions.install(app)  # /v1/{tenant}/subscriptions + webhook delivery
+    app.include_router(subscriptions.router)  # /v1/{tenant}/subscriptions
     app.include_router(services_api.router)  # GET /v1/{tenant}/services (worker heartbeats)
     return app

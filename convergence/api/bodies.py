@@ -1,6 +1,6 @@
 """Request bodies: JSON parsed with a bound on nesting, checked before the parser runs.
 
-Callers: ``convergence.api.stacks.json_body`` (every route that takes a JSON body: stacks,
+Callers: ``convergence.api.requests.json_body`` (every route that takes a JSON body: stacks,
 validate, previews, actions, mark-unhealthy) and ``convergence.api.subscriptions``.
 
 Python's JSON parser recurses once per level: a body of 100,000 ``[`` exhausts the stack

@@ -13,7 +13,10 @@ Callers: ``convergence.api.app`` calls :func:`install` once. It adds
   queue depths (Redis ``LLEN``; 0 with no broker), and the resource records read for
   resource lists and the lists abandoned by their client (``api.resource_list``).
 - a request body limit (``Settings.max_request_bytes``): larger bodies get 413 in Heat's
-  error shape before anything parses them.
+  error shape before anything parses them (and :func:`check_template_size`, which
+  ``convergence.api.requests.json_body`` calls, the template's limit).
+
+The store's figures are read through the use cases of ``convergence.services.operations``.
 
 Metrics live in a registry per app, so several apps (tests) do not collide. With several
 server processes, each process counts its own requests (prometheus_client's multiprocess
@@ -38,10 +41,10 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from convergence import services
 from convergence.api.auth import Authenticator, auth_warnings
 from convergence.api.errors import ApiError, error_body
 from convergence.runtime import Runtime
+from convergence.services import operations
 
 router = APIRouter()
 
@@ -72,7 +75,7 @@ def readiness(rt: Runtime) -> dict[str, str]:
     """Each dependency and ``ok`` or why it failed."""
     checks: dict[str, str] = {}
     try:
-        services.ping_database(rt)
+        operations.ping_database(rt)
         checks["database"] = "ok"
     except Exception as exc:
         checks["database"] = f"failed: {type(exc).__name__}: {exc}"
@@ -143,7 +146,7 @@ class StoreCollector(Collector):
         self._rt = rt
 
     def collect(self) -> Iterator[Metric]:
-        stacks, traversals, orphans = services.store_stats(self._rt)
+        stacks, traversals, orphans = operations.store_stats(self._rt)
         by_status = GaugeMetricFamily("convergence_stacks", "Live stacks by status.",
                                       labels=["status"])
         for status, n in sorted(stacks.items()):

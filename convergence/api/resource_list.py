@@ -19,8 +19,9 @@ direction for every key). In name order the marker is a position and need not be
 of the stack; in another order it must be one (400 if not). Any other parameter, or a value
 that cannot be used, answers 400 naming it.
 
-The answer is read ``CHUNK`` resources at a time (``services.resource_chunks``), each chunk a
-transaction of its own run in a worker thread, and encoded there. A listing that fits in one
+The answer is read ``CHUNK`` resources at a time (the use case
+``convergence.services.queries.resource_chunks``), each chunk a transaction of its own run in
+a worker thread, and encoded there. A listing that fits in one
 chunk is one JSON body. A longer one is streamed, chunk by chunk: before each next chunk the
 client is asked after (``Request.is_disconnected``), and the server's news of a disconnect
 cancels the stream; either way no further chunk is read. A chunk being read when the client
@@ -43,12 +44,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
-from convergence import services
 from convergence.api import views
 from convergence.api.errors import ApiError
 from convergence.ports.pages import ResourcePage, ResourceQuery
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime
+from convergence.services import queries
 
 CHUNK = 500  # resources per read (and per piece of a streamed answer)
 
@@ -110,7 +111,7 @@ async def answer(request: Request, rt: Runtime, stack: StackView, wanted: Listin
     before anything is sent."""
     base = str(request.base_url).rstrip("/")
     counters = getattr(request.app.state, "metrics", None)
-    pages = services.resource_chunks(rt, stack.tenant, stack.id, wanted.query, chunk=CHUNK)
+    pages = queries.resource_chunks(rt, stack.tenant, stack.id, wanted.query, chunk=CHUNK)
 
     def next_piece() -> tuple[bytes, int] | None:
         """The next chunk's items as JSON (without brackets) and how many; None at the end.

@@ -4,12 +4,13 @@ events and metadata, mark-unhealthy and signals.
 
 Callers: ``convergence.api.app`` includes :data:`router` before the stack routes (whose lookup
 routes would otherwise take the ``stacks/{name}/{id}/...`` paths added here). The stack list
-lives here rather than in ``convergence.api.stacks``.
+lives here rather than in ``convergence.api.stacks``. Requests are read with
+``convergence.api.requests``; every read and change is a use case of ``convergence.services``.
 
 - ``GET /stacks``: filters ``id``, ``name``, ``status``, ``action`` (repeatable; a status
   matches ``COMPLETE`` or ``CREATE_COMPLETE``), ``show_deleted``, ``sort_keys`` (repeatable:
   ``stack_name``, ``stack_status``, ``creation_time``, ``updated_time``), ``sort_dir``,
-  ``limit``/``marker`` paging (``convergence.stack_pages``) and ``with_count`` (adds
+  ``limit``/``marker`` paging (``convergence.services.pages``) and ``with_count`` (adds
   ``count``, the number before paging); each stack with its template's ``description``.
 - ``GET .../environment``, ``.../files``: from the stored template content.
 - ``GET .../export``, ``DELETE .../abandon``: Heat's abandon blob; abandon also forgets the
@@ -29,25 +30,25 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from convergence import services, stack_inputs, stack_pages
 from convergence.api import event_params, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
-from convergence.api.stacks import (
-    _bad,
-    _base,
-    _content,
-    _flag,
-    _int_param,
+from convergence.api.requests import (
+    bad_request,
+    base_url,
     canonical_stack,
-    event_page,
+    flag,
+    int_param,
     json_body,
     runtime,
 )
+from convergence.api.stacks import event_page
 from convergence.errors import Conflict, NotFound
+from convergence.heat_fields import FILTER_KEYS, StackQuery
 from convergence.ports.pages import EventQuery
 from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
+from convergence.services import heat_shapes, inputs, pages, queries, stacks
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
@@ -60,27 +61,26 @@ def list_stacks(request: Request, tenant_id: str,
     query = request.query_params
     sort_dir = (query.get("sort_dir") or "desc").lower()
     if sort_dir not in ("asc", "desc"):
-        raise _bad("'sort_dir' must be asc or desc.")
-    include_deleted = _flag(query.get("show_deleted"), False)
-    wanted = stack_pages.StackQuery(
-        filters={k: query.getlist(k) for k in stack_pages.FILTER_KEYS if query.getlist(k)},
+        raise bad_request("'sort_dir' must be asc or desc.")
+    wanted = StackQuery(
+        filters={k: query.getlist(k) for k in FILTER_KEYS if query.getlist(k)},
         sort_keys=query.getlist("sort_keys") or ["creation_time"],
         descending=sort_dir == "desc", marker=query.get("marker") or None,
-        limit=_int_param(query.get("limit"), "limit"), include_deleted=include_deleted)
-    found = stack_pages.page(services.list_stacks(rt, tenant_id,
-                                                 include_deleted=include_deleted), wanted)
-    stacks = found.stacks
+        limit=int_param(query.get("limit"), "limit"),
+        include_deleted=flag(query.get("show_deleted"), False))
+    found = pages.stack_page(rt, tenant_id, wanted)
+    listed = found.stacks
     body: dict[str, Any] = {}
-    if found.more and stacks:
+    if found.more and listed:
         rest = [(k, v) for k, v in query.multi_items() if k not in ("limit", "marker")]
         params = "&".join(f"{quote(k)}={quote(v)}" for k, v in rest)
-        href = f"{_base(request)}/v1/{tenant_id}/stacks?limit={wanted.limit}" \
-            f"&marker={quote(stacks[-1].id)}" + (f"&{params}" if params else "")
+        href = f"{base_url(request)}/v1/{tenant_id}/stacks?limit={wanted.limit}" \
+            f"&marker={quote(listed[-1].id)}" + (f"&{params}" if params else "")
         body["links"] = [{"rel": "next", "href": href}]
-    described = stack_inputs.descriptions(rt, stacks)
-    body["stacks"] = [views.stack_summary(_base(request), s, description=described[s.id])
-                      for s in stacks]
-    if _flag(query.get("with_count"), False):
+    described = inputs.descriptions(rt, listed)
+    body["stacks"] = [views.stack_summary(base_url(request), s, description=described[s.id])
+                      for s in listed]
+    if flag(query.get("with_count"), False):
         body["count"] = found.count
     return body
 
@@ -90,27 +90,27 @@ def list_stacks(request: Request, tenant_id: str,
 @router.get("/stacks/{stack_name}/{stack_id}/environment")
 def show_environment(stack: StackView = Depends(canonical_stack),  # noqa: B008
                      rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    return services.merged_environment(_content(rt, stack))
+    return heat_shapes.merged_environment(inputs.stack_content(rt, stack))
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/files")
 def show_files(stack: StackView = Depends(canonical_stack),  # noqa: B008
                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    content = _content(rt, stack)
+    content = inputs.stack_content(rt, stack)
     return dict(content.files) if content is not None else {}
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/export")
 def export_stack(stack: StackView = Depends(canonical_stack),  # noqa: B008
                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
-    return services.export_stack(rt, stack.tenant, stack.id)
+    return queries.export_stack(rt, stack.tenant, stack.id)
 
 
 @router.delete("/stacks/{stack_name}/{stack_id}/abandon")
 def abandon_stack(stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     try:
-        return services.abandon_stack(rt, stack.tenant, stack.id)
+        return stacks.abandon_stack(rt, stack.tenant, stack.id)
     except Conflict as exc:
         raise ApiError(409, "ActionInProgress", str(exc)) from None
 
@@ -125,11 +125,11 @@ def _event_detail(request: Request, rt: Runtime, stack: StackView, event_id: str
     except ValueError:
         raise missing from None
     found: EventView | None = next(
-        (e for e, _ in services.events_after(rt, stack, wanted - 1, limit=1)
+        (e for e, _ in queries.events_after(rt, stack, wanted - 1, limit=1)
          if e.id == wanted), None) if wanted > 0 else None
     if found is None or (resource_name is not None and found.resource_name != resource_name):
         raise missing
-    item = views.event_item(_base(request), stack, found)
+    item = views.event_item(base_url(request), stack, found)
     item["resource_type"] = found.resource_type
     record = _record(rt, stack, found.resource_name)
     same = record is not None and record.physical_id == found.physical_resource_id
@@ -161,7 +161,7 @@ def list_resource_events(request: Request, resource_name: str,
     query = event_params.event_query(request.query_params, resource_name=resource_name)
     answer = event_page(request, rt, stack, query)
     if not answer["events"] and _record(rt, stack, resource_name) is None and \
-            not services.list_events(rt, stack.tenant, stack.id, query=EventQuery(
+            not queries.list_events(rt, stack.tenant, stack.id, query=EventQuery(
                 limit=1, resource_names=(resource_name,))):
         raise _no_resource(stack, resource_name)
     return answer
@@ -174,8 +174,7 @@ def _no_resource(stack: StackView, name: str) -> NotFound:
 
 
 def _record(rt: Runtime, stack: StackView, name: str) -> RecordView | None:
-    records = services.list_resources(rt, stack.tenant, stack.id)
-    return next((r for r in views.current_records(records) if r.name == name), None)
+    return queries.current_resource(rt, stack.tenant, stack.id, name)
 
 
 @router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/metadata")
@@ -183,7 +182,8 @@ def show_metadata(resource_name: str, stack: StackView = Depends(canonical_stack
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     if _record(rt, stack, resource_name) is None:
         raise _no_resource(stack, resource_name)
-    return {"metadata": services.resource_metadata(_content(rt, stack), resource_name)}
+    return {"metadata": heat_shapes.resource_metadata(inputs.stack_content(rt, stack),
+                                                      resource_name)}
 
 
 @router.patch("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
@@ -193,22 +193,23 @@ def mark_unhealthy(resource_name: str, stack: StackView = Depends(canonical_stac
     allowed = {"mark_unhealthy", "resource_status_reason"}
     unknown = sorted(set(body) - allowed)
     if unknown:
-        raise _bad(f"Invalid keys in the body {unknown}: allowed are "
-                   f"{', '.join(sorted(allowed))}.")
+        raise bad_request(f"Invalid keys in the body {unknown}: allowed are "
+                          f"{', '.join(sorted(allowed))}.")
     if "mark_unhealthy" not in body:
-        raise _bad("'mark_unhealthy' is required.")
-    flag = body["mark_unhealthy"]
-    if isinstance(flag, str):
-        if flag.strip().lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-            raise _bad("'mark_unhealthy' must be a boolean.")
-    elif not isinstance(flag, bool):
-        raise _bad("'mark_unhealthy' must be a boolean.")
+        raise bad_request("'mark_unhealthy' is required.")
+    unhealthy = body["mark_unhealthy"]
+    if isinstance(unhealthy, str):
+        if unhealthy.strip().lower() not in ("true", "false", "1", "0", "yes", "no", "on",
+                                             "off"):
+            raise bad_request("'mark_unhealthy' must be a boolean.")
+    elif not isinstance(unhealthy, bool):
+        raise bad_request("'mark_unhealthy' must be a boolean.")
     reason = body.get("resource_status_reason") or ""
     if not isinstance(reason, str):
-        raise _bad("'resource_status_reason' must be a string.")
+        raise bad_request("'resource_status_reason' must be a string.")
     try:
-        services.mark_resource_health(rt, stack.tenant, stack.id, resource_name,
-                                      _flag(flag, False), reason)
+        stacks.mark_resource_health(rt, stack.tenant, stack.id, resource_name,
+                                    flag(unhealthy, False), reason)
     except Conflict as exc:
         raise ApiError(409, "ActionInProgress", str(exc)) from None
     return JSONResponse(None, status_code=200)

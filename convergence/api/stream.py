@@ -2,7 +2,9 @@
 
 Callers: ``convergence.api.stacks.list_events`` (``GET .../stacks/{name}/{id}/events`` with
 ``watch=true`` or ``wait=N``) and :data:`router` (``GET /v1/{tenant}/events``, all the tenant's
-stacks), included by ``convergence.api.app``.
+stacks), included by ``convergence.api.app``, which also builds the app's
+:class:`EventNotifier` (``app.state.notifier``). The events are read with the use cases of
+``convergence.services.queries``.
 
 The event log is the ``events`` table, ordered by its monotonic integer id; that id is the SSE
 ``id:`` and the ``marker`` of Heat's event list, so a client resumes with ``Last-Event-ID`` (or
@@ -17,9 +19,10 @@ and a ``: keepalive`` comment goes out every :data:`HEARTBEAT_SECONDS` when noth
 How a waiting stream learns of new events (level-triggered: a wake-up only causes a read of the
 log past the stream's last id, so lost or spurious wake-ups cost nothing but latency):
 
-- Events committed by this process's engine (embedded mode): the engine calls
-  ``Engine.on_events`` after each transaction that recorded events; :func:`notifier` hooks an
-  :class:`EventNotifier` there, which wakes every waiting stream at once.
+- Events committed by this process's engine (embedded mode): the engine tells its observers
+  (``Engine.observers``) after each transaction that recorded events; while the app is up
+  (its lifespan, ``convergence.api.app``), the app's :class:`EventNotifier` is one of them,
+  and wakes every waiting stream at once.
 - Events committed by other processes (distributed workers): each waiting stream also reads the
   log every :data:`POLL_SECONDS` (one indexed range query past its last id).
   Upgrade path: on PostgreSQL, have the recording transaction ``NOTIFY convergence_events`` (or
@@ -42,12 +45,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from convergence import services
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.api.requests import base_url, runtime
 from convergence.ports.views import EventView, StackView
 from convergence.runtime import Runtime
+from convergence.services import queries
 
 HEARTBEAT_SECONDS = 15.0  # a ``: keepalive`` comment after this long without a message
 POLL_SECONDS = 0.1  # how often a waiting stream reads the log (events of other processes)
@@ -59,15 +63,13 @@ STACK_TYPE = "OS::Heat::Stack"
 Fetch = Callable[[int, int], list[tuple[EventView, StackView]]]
 """Reads the events after an id (at most a number of them), each with its stack."""
 
-_NOTIFIER_KEY = "event_notifier"
-_NOTIFIER_LOCK = threading.Lock()
-
 
 class EventNotifier:
     """Wakes the waiting streams of this process when events were committed.
 
-    :meth:`notify` may be called from any thread (the dispatcher's); each listener is an
-    :class:`asyncio.Event` set on its own loop.
+    One per app (``app.state.notifier``); :meth:`notify` is one of the engine's observers
+    while the app is up, and may be called from any thread (the dispatcher's); each listener
+    is an :class:`asyncio.Event` set on its own loop.
     """
 
     def __init__(self) -> None:
@@ -101,23 +103,10 @@ class EventNotifier:
             return len(self._listeners)
 
 
-def notifier(rt: Runtime) -> EventNotifier:
-    """The runtime's notifier, hooked to its engine's ``on_events`` on first use."""
-    with _NOTIFIER_LOCK:
-        found = rt.extra.get(_NOTIFIER_KEY)
-        if isinstance(found, EventNotifier):
-            return found
-        made = EventNotifier()
-        previous = rt.engine.on_events
-        if previous is None:
-            rt.engine.on_events = made.notify
-        else:
-            def both() -> None:
-                previous()
-                made.notify()
-            rt.engine.on_events = both
-        rt.extra[_NOTIFIER_KEY] = made
-        return made
+def notifier(request: Request) -> EventNotifier:
+    """The app's notifier (built by ``convergence.api.app.create_app``)."""
+    found: EventNotifier = request.app.state.notifier
+    return found
 
 
 # Parameters ------------------------------------------------------------------------------------
@@ -163,7 +152,7 @@ def _marker(value: str | None) -> int | None:
 
 def stack_fetch(rt: Runtime, stack: StackView) -> Fetch:
     def fetch(after: int, limit: int) -> list[tuple[EventView, StackView]]:
-        return services.events_after(rt, stack, after, limit)
+        return queries.events_after(rt, stack, after, limit)
     return fetch
 
 
@@ -171,7 +160,7 @@ def project_fetch(rt: Runtime, tenant: str) -> Fetch:
     known: dict[str, StackView] = {}
 
     def fetch(after: int, limit: int) -> list[tuple[EventView, StackView]]:
-        return services.project_events_after(rt, tenant, after, limit, known)
+        return queries.project_events_after(rt, tenant, after, limit, known)
     return fetch
 
 
@@ -183,12 +172,12 @@ def stopping(request: Request) -> threading.Event:
     return found if isinstance(found, threading.Event) else threading.Event()
 
 
-async def wait_for_newer(rt: Runtime, fetch: Fetch, after: int, timeout: float,
+async def wait_for_newer(events: EventNotifier, fetch: Fetch, after: int, timeout: float,
                          stop: threading.Event | None = None) -> bool:
     """Wait until an event after ``after`` exists (True), or ``timeout`` seconds passed or
-    ``stop`` was set (False)."""
+    ``stop`` was set (False); woken early by ``events``."""
     deadline = time.monotonic() + timeout
-    with notifier(rt).listen() as wake:
+    with events.listen() as wake:
         while True:
             wake.clear()  # before reading, so that a commit during the read wakes the wait
             if await run_in_threadpool(fetch, after, 1):
@@ -215,12 +204,12 @@ class LongPollResponse(Response):
         await JSONResponse(body)(scope, receive, send)
 
 
-def long_poll(rt: Runtime, fetch: Fetch, after: int, wait: float,
+def long_poll(events: EventNotifier, fetch: Fetch, after: int, wait: float,
               answer: Callable[[], Any], stop: threading.Event | None = None,
               ) -> LongPollResponse:
     """The long-poll answer: ``answer()`` (the normal event list) as soon as an event after
     ``after`` exists, else after ``wait`` seconds (at once when ``stop`` is set)."""
-    return LongPollResponse(lambda: wait_for_newer(rt, fetch, after, wait, stop), answer)
+    return LongPollResponse(lambda: wait_for_newer(events, fetch, after, wait, stop), answer)
 
 
 # The stream ------------------------------------------------------------------------------------
@@ -232,14 +221,14 @@ def sse_message(base: str, event: EventView, stack: StackView) -> str:
     return f"id: {event.id}\nevent: {kind}\ndata: {data}\n\n"
 
 
-async def sse_messages(rt: Runtime, fetch: Fetch, after: int, base: str,
+async def sse_messages(events: EventNotifier, fetch: Fetch, after: int, base: str,
                        stop: threading.Event | None = None) -> AsyncIterator[str]:
     """The stream's messages, from the first event after ``after``, until the client goes
     (the server then cancels this generator) or ``stop`` is set (the server is stopping: the
     stream ends, and the client reconnects elsewhere with ``Last-Event-ID``)."""
     last = after
     beat_at = time.monotonic() + HEARTBEAT_SECONDS
-    with notifier(rt).listen() as wake:
+    with events.listen() as wake:
         yield "retry: 1000\n\n"
         while stop is None or not stop.is_set():
             wake.clear()  # before reading, so that a commit during the read wakes the wait
@@ -258,14 +247,12 @@ async def sse_messages(rt: Runtime, fetch: Fetch, after: int, base: str,
                 await asyncio.wait_for(wake.wait(), min(POLL_SECONDS, max(beat_at - now, 0.0)))
 
 
-def event_stream(request: Request, rt: Runtime, fetch: Fetch,
-                 marker: int | None) -> StreamingResponse:
+def event_stream(request: Request, fetch: Fetch, marker: int | None) -> StreamingResponse:
     """The ``text/event-stream`` response, resumed after ``Last-Event-ID`` or ``marker``."""
     after = resume_after(request, marker)
-    base = str(request.base_url).rstrip("/")
-    notifier(rt)  # hook the engine now, before the first read
     return StreamingResponse(
-        sse_messages(rt, fetch, after, base, stopping(request)), media_type="text/event-stream",
+        sse_messages(notifier(request), fetch, after, base_url(request), stopping(request)),
+        media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -275,10 +262,10 @@ def stack_events(request: Request, rt: Runtime, stack: StackView, *, watch: str 
     """For the stack event list: the stream (``watch``), the long-poll (``wait``), or None
     (answer the list now)."""
     if is_true(watch):
-        return event_stream(request, rt, stack_fetch(rt, stack), marker)
+        return event_stream(request, stack_fetch(rt, stack), marker)
     if wait is not None:
-        return long_poll(rt, stack_fetch(rt, stack), max(marker or 0, 0), wait_seconds(wait),
-                         answer, stopping(request))
+        return long_poll(notifier(request), stack_fetch(rt, stack), max(marker or 0, 0),
+                         wait_seconds(wait), answer, stopping(request))
     return None
 
 
@@ -287,33 +274,28 @@ def stack_events(request: Request, rt: Runtime, stack: StackView, *, watch: str 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
-
-
 @router.get("/events")
 def project_events(request: Request, tenant_id: str, watch: str | None = None,
                    marker: str | None = None, wait: str | None = None,
                    limit: str | None = None,
-                   rt: Runtime = Depends(_runtime)) -> Any:  # noqa: B008
+                   rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
     """The events of all the tenant's stacks, oldest first (an extension to Heat's API):
     as a list (``marker``, ``limit``), a stream (``watch=true``) or a long-poll (``wait``)."""
     after = _marker(marker)
     fetch = project_fetch(rt, tenant_id)
     if is_true(watch):
-        return event_stream(request, rt, fetch, after)
+        return event_stream(request, fetch, after)
     try:
         size = int(limit) if limit else BATCH
     except ValueError:
         raise ApiError(400, "HTTPBadRequest", "'limit' must be an integer.") from None
-    base = str(request.base_url).rstrip("/")
+    base = base_url(request)
 
     def answer() -> dict[str, Any]:
         found = fetch(max(after or 0, 0), size) if size > 0 else []
         return {"events": [views.event_item(base, s, e) for e, s in found]}
 
     if wait is not None:
-        return long_poll(rt, fetch, max(after or 0, 0), wait_seconds(wait), answer,
-                         stopping(request))
+        return long_poll(notifier(request), fetch, max(after or 0, 0), wait_seconds(wait),
+                         answer, stopping(request))
     return answer()

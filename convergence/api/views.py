@@ -1,26 +1,21 @@
 """Stacks, resources, events and outputs as Heat's API shows them (field names and links).
 
-Callers: ``convergence.api.stacks``. Plain functions from the store's views to JSON-ready dicts;
-``base`` is the absolute URL prefix of the request (scheme, host, root path), so that links are
-right behind a proxy too. Extensions to Heat's fields: ``generation`` and
-``observed_generation``.
+Callers: the route modules of ``convergence.api`` (``stacks``, ``actions``, ``stack_extras``,
+``requests``, ``resource_list``, ``stream``). Plain functions from the store's views to
+JSON-ready dicts; ``base`` is the absolute URL prefix of the request (scheme, host, root path),
+so that links are right behind a proxy too. Extensions to Heat's fields: ``generation`` and
+``observed_generation``. Heat's time format and a stack's outputs, which the CLI shows too,
+are ``convergence.heat_fields``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from convergence.heat_fields import iso, output_items
 from convergence.ports.views import EventView, RecordView, StackView
-
-
-def iso(ts: float | None) -> str | None:
-    """Heat's time format: ``2024-05-01T12:00:00Z``."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stack_url(base: str, s: StackView) -> str:
@@ -71,34 +66,6 @@ def stack_detail(base: str, s: StackView, *, description: str = "",
     if resolve_outputs:
         out["outputs"] = output_items(s)
     return out
-
-
-def output_items(s: StackView) -> list[dict[str, Any]]:
-    """Heat's outputs: ``output_key``, ``output_value``, ``description`` [, ``output_error``]."""
-    items = []
-    for key, value in s.outputs.items():
-        item: dict[str, Any] = {"output_key": key, "output_value": None, "description": ""}
-        if isinstance(value, Mapping):
-            item["output_value"] = value.get("value")
-            item["description"] = value.get("description") or ""
-            if value.get("error"):
-                item["output_error"] = value["error"]
-        else:
-            item["output_value"] = value
-        items.append(item)
-    return items
-
-
-def current_records(records: Sequence[RecordView]) -> list[RecordView]:
-    """One version per resource name: the one the stack uses (not one being replaced). The
-    resource list asks the database for these a page at a time instead
-    (``Tx.resource_page``)."""
-    best: dict[str, RecordView] = {}
-    for r in records:
-        held = best.get(r.name)
-        if held is None or (r.replaced_by is None, r.id) > (held.replaced_by is None, held.id):
-            best[r.name] = r
-    return sorted(best.values(), key=lambda r: r.name)
 
 
 def resource_item(base: str, s: StackView, r: RecordView, required_by: Sequence[str], *,

@@ -31,11 +31,11 @@ def admin() -> None:
 @report_errors
 def reset(state: CliState, stack_name: str) -> None:
     """Let go of STACK's leases and stop the request in progress, if any (ends FAILED)."""
-    from convergence import services as sv
+    from convergence.services import stacks
 
     if state.url:
         raise click.UsageError("admin reset works on the database, not through the API: "
                                "unset --url / CONVERGENCE_URL")
-    stack, released = sv.reset_stack(state.runtime(), state.tenant, stack_name)
+    stack, released = stacks.reset_stack(state.runtime(), state.tenant, stack_name)
     click.echo(f"{stack.name} ({stack.id}): {stack.stack_status} at generation "
                f"{stack.generation}; {released} lease(s) let go of")

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from convergence.cli.listing import EventListing, ResourceListing
     from convergence.cli.progress import View
+    from convergence.heat_fields import StackQuery
     from convergence.ports.views import EventView, StackView
     from convergence.runtime import Runtime
-    from convergence.stack_pages import StackQuery
+    from convergence.settings import Settings
 
 class Session(Protocol):
     """What the embedded client needs of an invocation (``convergence.cli.state.CliState``)."""
@@ -37,6 +38,8 @@ class Session(Protocol):
 
     @property
     def embedded(self) -> bool: ...
+
+    def settings(self) -> Settings: ...
 
     def runtime(self) -> Runtime: ...
 

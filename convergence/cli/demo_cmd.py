@@ -8,7 +8,7 @@ deletes it. Each phase shows the live progress, the events it produced and a sum
 
 Always the embedded default (in-process dispatcher), against a throwaway SQLite database in
 a temporary folder unless ``--database-url`` is given, so it never touches the user's stacks:
-it opens a runtime of its own and calls ``convergence.services`` on it (not
+it opens a runtime of its own and calls the use cases of ``convergence.services`` on it (not
 ``convergence.cli.client``), imported when it runs. Registered on the ``convergence`` group by
 ``convergence.cli``.
 """
@@ -26,6 +26,7 @@ import click
 from convergence.cli import output as out
 from convergence.cli.common import read_input, report_errors
 from convergence.cli.progress import make_view, run_to_end
+from convergence.heat_fields import output_items
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -64,8 +65,8 @@ def demo(database_url: str | None, examples_dir: Path) -> None:
 
 
 def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
-    from convergence import services
     from convergence.runtime import open_runtime
+    from convergence.services import stacks
     from convergence.settings import Settings
     from convergence.store.db import redacted_url
 
@@ -83,20 +84,20 @@ def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
         assert text is not None
 
         _phase(con, 1, f"Create from {TEMPLATE} with {ENVIRONMENT}")
-        s = services.create_stack(rt, TENANT, name, text, files=files, environments=envs)
+        s = stacks.create_stack(rt, TENANT, name, text, files=files, environments=envs)
         if not _follow(rt, con, s):
             return False
 
         _phase(con, 2, f"Update --existing with {UPDATE_ENVIRONMENT} (flavor m1.medium, "
                        "3 nodes, no monitoring)")
         _, _, update_envs = read_input(None, [examples / UPDATE_ENVIRONMENT], None)
-        s = services.update_stack(rt, TENANT, name, None, environments=update_envs,
-                                  existing=True)
+        s = stacks.update_stack(rt, TENANT, name, None, environments=update_envs,
+                                existing=True)
         if not _follow(rt, con, s):
             return False
 
         _phase(con, 3, "Delete")
-        s = services.delete_stack(rt, TENANT, name)
+        s = stacks.delete_stack(rt, TENANT, name)
         if not _follow(rt, con, s, outputs=False):
             return False
         con.print(f"\nDone: stack {name!r} was created, updated and deleted in "
@@ -108,9 +109,9 @@ def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
 
 def _free_name(rt: Runtime) -> str:
     """The demo's stack name, made unique when a given database already has one."""
-    from convergence import services
+    from convergence.services import queries
 
-    taken = {s.name for s in services.list_stacks(rt, TENANT)}
+    taken = {s.name for s in queries.list_stacks(rt, TENANT)}
     name, n = STACK, 1
     while name in taken:
         n += 1
@@ -124,23 +125,23 @@ def _phase(con: Console, n: int, title: str) -> None:
 
 def _follow(rt: Runtime, con: Console, accepted: StackView, *, outputs: bool = True) -> bool:
     """Run one request to its end, then show its events and a summary; True if it completed."""
-    from convergence import services
+    from convergence.services import queries
 
-    before = max((e.id for e in services.list_events(rt, TENANT, accepted.id)
+    before = max((e.id for e in queries.list_events(rt, TENANT, accepted.id)
                   if e.generation < accepted.generation), default=0)
     stack = run_to_end(rt, TENANT, accepted.id, view=make_view(con))
-    events = [e for e in services.list_events(rt, TENANT, stack.id, after=before)
+    events = [e for e in queries.list_events(rt, TENANT, stack.id, after=before)
               if e.generation == accepted.generation]
     for e in events:
         con.print("  " + out.event_line(e), markup=False, highlight=False)
-    current = {r.name for r in services.list_resources(rt, TENANT, stack.id)}
+    current = {r.name for r in queries.list_resources(rt, TENANT, stack.id)}
     for label, names in summarize(events, current).items():
         if names:
             con.print(f"{label} ({len(names)}): {', '.join(names)}", markup=False,
                       highlight=False)
     if outputs and stack.status == "COMPLETE":
         con.print("Outputs:")
-        for item in out.output_items(stack):
+        for item in output_items(stack):
             con.print(f"  {item['output_key']}: {item['output_value']}", markup=False,
                       highlight=False)
     con.print(f"Stack {stack.name} {stack.stack_status}"

@@ -3,8 +3,8 @@
 Callers: ``convergence.cli.client.open_client`` builds a :class:`LocalClient` when no URL is
 given (no ``--url`` / ``CONVERGENCE_URL``); it is one of the two implementations of
 ``convergence.cli.client.StackClient`` (the other is ``convergence.cli.remote.RemoteClient``).
-It calls ``convergence.services`` and its neighbours (``preview``, ``stack_inputs``,
-``stack_pages``, the plugin registry's ``type_schemas``) and nothing below them; the runtime
+It calls the use cases of ``convergence.services`` (and the plugin registry's
+``type_schemas``) and nothing below them; the runtime
 (the database) is opened on first use (``CliState.runtime``), so the resource type commands
 and ``template validate``, which never need it, never open it.
 
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from convergence import preview, services, stack_inputs, stack_pages
 from convergence.cli import output as out
 from convergence.cli.client import Refused, Request, Session
 from convergence.cli.common import interruptible
@@ -33,12 +32,22 @@ from convergence.errors import InvalidParameter, NotFound
 from convergence.plugins import type_schemas
 from convergence.ports.pages import EventQuery, sorts_by_type
 from convergence.ports.views import EventView, RecordView, StackView, TemplateContent
+from convergence.services import (
+    heat_shapes,
+    inputs,
+    operations,
+    pages,
+    preview,
+    queries,
+    stacks,
+    templates,
+)
 from convergence.template import TemplateError, load_document
 
 if TYPE_CHECKING:
+    from convergence.heat_fields import StackQuery
     from convergence.plugins.registry import PluginRegistry
     from convergence.runtime import Runtime
-    from convergence.stack_pages import StackQuery
 
 
 class LocalClient:
@@ -57,7 +66,7 @@ class LocalClient:
         return self._state.tenant
 
     def _content(self, s: StackView) -> TemplateContent | None:
-        return stack_inputs.stack_content(self._rt, s)
+        return inputs.stack_content(self._rt, s)
 
     def _interrupted(self, stack: StackView) -> str:
         """What Ctrl-C leaves behind: the work for the next command, or the workers'."""
@@ -72,20 +81,18 @@ class LocalClient:
         """The stack; work on it that no live process is on any more (interrupted, or its
         process died) is finished first."""
         rt = self._rt
-        stack = services.get_stack(rt, self._tenant, name)
+        stack = queries.get_stack(rt, self._tenant, name)
         with interruptible(self._interrupted(stack)):
             return settle(rt, self._tenant, stack)
 
     def stack_rows(self, query: StackQuery) -> list[dict[str, Any]]:
-        listed = services.list_stacks(self._rt, self._tenant,
-                                      include_deleted=query.include_deleted)
-        found = stack_pages.page(listed, query).stacks
-        described = stack_inputs.descriptions(self._rt, found)
+        found = pages.stack_page(self._rt, self._tenant, query).stacks
+        described = inputs.descriptions(self._rt, found)
         return [out.stack_row(s, described[s.id]) for s in found]
 
     def stack_detail(self, s: StackView) -> dict[str, Any]:
-        return out.stack_detail(s, description=stack_inputs.descriptions(self._rt, [s])[s.id],
-                                parameters=stack_inputs.stack_parameters(self._rt, s))
+        return out.stack_detail(s, description=inputs.descriptions(self._rt, [s])[s.id],
+                                parameters=inputs.stack_parameters(self._rt, s))
 
     def stack_template(self, s: StackView) -> dict[str, Any]:
         content = self._content(s)
@@ -95,7 +102,7 @@ class LocalClient:
         return dict(doc) if isinstance(doc, Mapping) else {}
 
     def stack_environment(self, s: StackView) -> dict[str, Any]:
-        return services.merged_environment(self._content(s))
+        return heat_shapes.merged_environment(self._content(s))
 
     def stack_files(self, s: StackView) -> dict[str, Any]:
         content = self._content(s)
@@ -109,7 +116,7 @@ class LocalClient:
         content = TemplateContent(text, dict(files), tuple(environments), dict(parameters))
         found = preview.preview_create(self._rt, self._tenant, name, content)
         deps = found.definition.dependencies
-        params = stack_inputs.definition_parameters(found.definition)
+        params = inputs.definition_parameters(found.definition)
         params.update({"OS::stack_id": "None", "OS::stack_name": name,
                        "OS::project_id": self._tenant})
         return out.create_preview({
@@ -139,7 +146,7 @@ class LocalClient:
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
                      timeout_mins: int | None, disable_rollback: bool) -> Request:
-        return Request(services.create_stack(
+        return Request(stacks.create_stack(
             self._rt, self._tenant, name, text, files=files, environments=environments,
             parameters=parameters, timeout_mins=timeout_mins,
             disable_rollback=disable_rollback))
@@ -148,17 +155,17 @@ class LocalClient:
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
                      watch: bool) -> Request:
-        return Request(services.update_stack(
+        return Request(stacks.update_stack(
             self._rt, self._tenant, name, text, files=files, environments=environments,
             parameters=parameters, existing=existing, timeout_mins=timeout_mins,
             disable_rollback=disable_rollback))
 
     def cancel_stack(self, name: str, *, rollback: bool, watch: bool) -> Request:
         # No settling first: the request in progress is the one to cancel, not to finish.
-        return Request(services.cancel_stack(self._rt, self._tenant, name, rollback=rollback))
+        return Request(stacks.cancel_stack(self._rt, self._tenant, name, rollback=rollback))
 
     def delete_stack(self, name: str, *, watch: bool) -> Request:
-        return Request(services.delete_stack(self._rt, self._tenant, name))
+        return Request(stacks.delete_stack(self._rt, self._tenant, name))
 
     def follows(self, wait: bool) -> bool:
         return wait or self._state.embedded  # embedded: the work runs in this process
@@ -170,24 +177,24 @@ class LocalClient:
             return run_to_end(self._rt, self._tenant, stack.id, view=view)
 
     def stack_events(self, s: StackView) -> list[EventView]:
-        return services.list_events(self._rt, self._tenant, s.id)
+        return queries.list_events(self._rt, self._tenant, s.id)
 
     # Events ------------------------------------------------------------------------------
 
     def event_page(self, s: StackView, listing: EventListing) -> list[EventView]:
-        return services.list_events(self._rt, self._tenant, s.id, query=_event_query(listing))
+        return queries.list_events(self._rt, self._tenant, s.id, query=_event_query(listing))
 
     def follow_events(self, name: str, listing: EventListing,
                       on_event: Callable[[EventView], None]) -> None:
         """The stack's events, then those of its request as it runs here (or with a broker,
         as the workers run it) until it ends. No settling first: following is finishing."""
         rt = self._rt
-        s = services.get_stack(rt, self._tenant, name)
+        s = queries.get_stack(rt, self._tenant, name)
         last = 0
 
         def poll(_: StackView) -> None:
             nonlocal last
-            for e in services.list_events(rt, self._tenant, s.id, after=last):
+            for e in queries.list_events(rt, self._tenant, s.id, after=last):
                 on_event(e)
                 last = e.id
 
@@ -202,7 +209,7 @@ class LocalClient:
     def resource_rows(self, s: StackView, listing: ResourceListing) -> list[dict[str, Any]]:
         """Every version of each resource (a replaced one too, until it is cleaned up), by
         record id; filtered, sorted and cut here (``listing.page_resources``)."""
-        records = sorted(services.list_resources(self._rt, self._tenant, s.id),
+        records = sorted(queries.list_resources(self._rt, self._tenant, s.id),
                          key=lambda r: r.id)
         rows = [out.resource_fields(r) for r in records]
         if listing.with_detail or listing.nested_depth:
@@ -210,7 +217,7 @@ class LocalClient:
         return [dict(r) for r in page_resources(rows, listing)]
 
     def resource_detail(self, s: StackView, resource_name: str) -> dict[str, Any]:
-        records = services.list_resources(self._rt, self._tenant, s.id)
+        records = queries.list_resources(self._rt, self._tenant, s.id)
         record = _current(records, resource_name)
         if record is None:
             raise click.ClickException(
@@ -222,15 +229,15 @@ class LocalClient:
 
     def mark_resource(self, s: StackView, resource: str, *, unhealthy: bool,
                       reason: str) -> None:
-        services.mark_resource_health(self._rt, self._tenant, s.id, resource, unhealthy,
-                                      reason)
+        stacks.mark_resource_health(self._rt, self._tenant, s.id, resource, unhealthy,
+                                    reason)
 
     # The engine itself (resource types: the plugin registry only) -------------------------
 
     @property
     def _types(self) -> PluginRegistry:
         if self._registry is None:
-            self._registry = services.default_catalog()
+            self._registry = templates.default_catalog()
         return self._registry
 
     def resource_types(self, *, name: str | None, support_status: str | None,
@@ -254,28 +261,25 @@ class LocalClient:
                  params: Sequence[str]) -> dict[str, Any]:
         """The template validated at its key (relative to ``root``) with the files it
         references, within the configured size limits; no database."""
-        from convergence.admission import SizeLimits
         from convergence.cli.files import key_for, parse_params, sent_files
-        from convergence.settings import load_settings
+        from convergence.services.admission import SizeLimits
 
         location = key_for(file, root)
         try:
             files, environments = sent_files(file, file.read_bytes(), env_files, root,
                                              location=location)
-            return services.validate_template(
+            return templates.validate_template(
                 file.read_bytes(), files=files, location=location,
                 environments=environments, parameters=parse_params(params) if params else None,
-                sizes=SizeLimits.of(load_settings()))
+                sizes=SizeLimits.of(self._state.settings()))
         except TemplateError as exc:
             raise Refused([str(p) for p in exc.problems],
                           [{"path": p.path, "message": p.message, "kind": p.kind}
                            for p in exc.problems]) from None
 
     def list_services(self) -> list[dict[str, Any]]:
-        from convergence.workers.heartbeat import list_services
-
         rt = self._rt
-        return list(list_services(rt.store, rt.settings.heartbeat_seconds))
+        return list(operations.list_services(rt.store, rt.settings.heartbeat_seconds))
 
 
 def _current(records: Sequence[RecordView], name: str) -> RecordView | None:

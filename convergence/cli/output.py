@@ -13,8 +13,9 @@ line (a show command: a value a line); ``-f csv`` a quoted header row, then the 
 column is named by its header or its field (``-c "Stack Name"``, ``-c stack_name``), and any
 field of the rows may be named, shown in the table or not (``-c description``).
 
-Imported when the command tree is built (for ``-f``/``-c``): ``rich``, ``yaml`` and the API's
-Heat shapes (``convergence.api.views``) are imported by the functions that print.
+Imported when the command tree is built (for ``-f``/``-c``): ``rich`` and ``yaml`` are imported
+by the functions that print. Heat's time format and a stack's outputs are
+``convergence.heat_fields``'s (light: the standard library only), which the API shows too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
+
+from convergence.heat_fields import iso, output_items
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -91,20 +94,6 @@ def console(*, stderr: bool = False) -> Console:
 
 
 # Views -> Heat-shaped dicts ------------------------------------------------------------------
-
-def iso(ts: float | None) -> str | None:
-    """Heat's time format (``convergence.api.views.iso``)."""
-    from convergence.api.views import iso as heat_iso
-
-    return heat_iso(ts)
-
-
-def output_items(s: StackView) -> list[dict[str, Any]]:
-    """Heat's outputs of a stack (``convergence.api.views.output_items``)."""
-    from convergence.api.views import output_items as heat_outputs
-
-    return heat_outputs(s)
-
 
 def stack_fields(s: StackView) -> dict[str, Any]:
     """A stack as ``stack list`` shows it (Heat's basic keys, plus the generations)."""

@@ -3,13 +3,13 @@
 Callers: ``convergence.cli.local`` (``--wait``, and every command in embedded mode), the views
 also ``convergence.cli.follow`` and ``convergence.cli.remote`` (remote ``--wait``), and
 ``convergence.cli.demo_cmd``. The views import nothing heavy; running a stack's work imports
-``convergence.services`` when it is called.
+the use cases (``convergence.services.running`` and ``queries``) when it is called.
 
 In embedded mode (no broker) the in-process dispatcher runs in the CLI's own process, so a
-command that starts work drives it to the end through ``services.wait_for_stack``, holding the
-stack meanwhile (``services.holding``) so that other processes can tell it is being driven. A
+command that starts work drives it to the end through ``running.wait_for_stack``, holding the
+stack meanwhile (``running.holding``) so that other processes can tell it is being driven. A
 command that finds a stack in progress resumes it the same way (:func:`settle`) only when no
-live process is on it any more (``services.abandoned``: the command that started it was
+live process is on it any more (``running.abandoned``: the command that started it was
 interrupted, or its process died and its hold ran out); otherwise the stack is shown as it is.
 With a broker the workers do the work and waiting is polling.
 
@@ -187,9 +187,9 @@ class Watcher:
         if not force and now < self._next and not settled(stack):
             return
         self._next = now + REFRESH_SECONDS
-        from convergence import services
+        from convergence.services import queries
 
-        records = services.list_resources(self._rt, self._tenant, stack.id)
+        records = queries.list_resources(self._rt, self._tenant, stack.id)
         self._view.show(self._tracker.snapshot(stack, records))
 
 
@@ -202,22 +202,22 @@ def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = N
     events from it). KeyboardInterrupt leaves the stack in progress (and lets go of it), to
     be resumed later.
     """
-    from convergence import services
+    from convergence.services import running
 
     if rt.inprocess is None:
         return _run(rt, tenant, stack_id, view or View(), extra)
-    with services.holding(rt, stack_id):
+    with running.holding(rt, stack_id):
         return _run(rt, tenant, stack_id, view or View(), extra)
 
 
 def _run(rt: Runtime, tenant: str, stack_id: str, view: View,
          extra: Callable[[StackView], None] | None) -> StackView:
-    from convergence import services
+    from convergence.services import running
 
     watcher = Watcher(rt, tenant, view, extra)
     try:
         while True:
-            stack = services.wait_for_stack(rt, tenant, stack_id, on_progress=watcher,
+            stack = running.wait_for_stack(rt, tenant, stack_id, on_progress=watcher,
                                             refresh=REFRESH_SECONDS)
             if settled(stack) or rt.inprocess is None:
                 break
@@ -239,13 +239,13 @@ def settle(rt: Runtime, tenant: str, stack: StackView) -> StackView:
     """
     from rich.console import Console
 
-    from convergence import services
+    from convergence.services import queries, running
 
-    if rt.inprocess is None or settled(stack) or not services.abandoned(rt, stack):
+    if rt.inprocess is None or settled(stack) or not running.abandoned(rt, stack):
         return stack
-    with services.holding(rt, stack.id) as held:
+    with running.holding(rt, stack.id) as held:
         if not held:  # another command took it up first
-            return services.get_stack(rt, tenant, stack.id)
+            return queries.get_stack(rt, tenant, stack.id)
         err = Console(stderr=True)
         click.echo(f"Resuming the interrupted {stack.action} of stack {stack.name} ...",
                    err=True)

@@ -43,7 +43,7 @@ from convergence.cli.progress import TERMINAL, Snapshot, View, settled
 from convergence.ports.views import EventView, StackView
 
 if TYPE_CHECKING:
-    from convergence.stack_pages import StackQuery
+    from convergence.heat_fields import StackQuery
 
 TIMEOUT = 30.0  # seconds for an ordinary request
 STREAM_READ_TIMEOUT = 120.0  # the stream sends a keepalive every 15 s

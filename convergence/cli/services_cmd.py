@@ -2,7 +2,7 @@
 
 Registered on the ``convergence`` group by ``convergence.cli``; written against
 ``convergence.cli.client``. Embedded, it reads the ``workers`` table of the configured database
-(``convergence.workers.heartbeat.list_services``); with ``--url`` it asks the API
+(``convergence.services.operations.list_services``); with ``--url`` it asks the API
 (``GET /v1/{tenant}/services``). A worker is up while its last heartbeat is younger than three
 ``heartbeat_seconds``.
 """

@@ -20,6 +20,7 @@ from convergence.cli import output as out
 from convergence.cli.common import report_errors
 from convergence.cli.listing import parse_filters, parse_sorts, sort_rows
 from convergence.cli.state import CliState, open_client, pass_state
+from convergence.heat_fields import output_items
 
 _STACK_SORT_KEYS = ("id", "stack_name", "stack_status", "creation_time", "updated_time")
 _API_STACK_SORT_KEYS = ("stack_name", "stack_status", "creation_time", "updated_time")
@@ -43,7 +44,7 @@ def list_(state: CliState, filters: tuple[str, ...], sorts: tuple[str, ...],
           limit: int | None, marker: str | None, deleted: bool, fmt: out.Format) -> None:
     """List the stacks of the project (each with its template's description: -c description,
     or -f json|yaml)."""
-    from convergence.stack_pages import FILTER_KEYS, StackQuery
+    from convergence.heat_fields import FILTER_KEYS, StackQuery
 
     order = parse_sorts(sorts, _STACK_SORT_KEYS)
     # The API pages in one direction; the rows are then sorted here too, key by key, as
@@ -77,7 +78,7 @@ def show(state: CliState, name: str, fmt: out.Format) -> None:
 @report_errors
 def output_list(state: CliState, name: str, fmt: out.Format) -> None:
     """List the outputs of stack NAME."""
-    items = out.output_items(open_client(state).find_stack(name))
+    items = output_items(open_client(state).find_stack(name))
     out.emit_list([{"output_key": i["output_key"], "description": i["description"]}
                    for i in items], out.OUTPUT_COLUMNS, fmt)
 
@@ -91,7 +92,7 @@ def output_list(state: CliState, name: str, fmt: out.Format) -> None:
 def output_show(state: CliState, name: str, key: str, fmt: out.Format) -> None:
     """Show output KEY of stack NAME."""
     s = open_client(state).find_stack(name)
-    for item in out.output_items(s):
+    for item in output_items(s):
         if item["output_key"] == key:
             out.emit_record(item, fmt)
             return

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from convergence.cli.client import StackClient
     from convergence.cli.remote import RemoteClient
     from convergence.runtime import Runtime
+    from convergence.settings import Settings
 
 DEFAULT_TENANT = "default"
 
@@ -30,6 +31,7 @@ class CliState:
     # Remote mode: the API's root URL (``--url`` / ``CONVERGENCE_URL``) and its token.
     url: str | None = None
     token: str | None = field(default=None, repr=False)
+    _settings: Settings | None = field(default=None, repr=False)
     _runtime: Runtime | None = field(default=None, repr=False)
     _remote: RemoteClient | None = field(default=None, repr=False)
 
@@ -47,13 +49,20 @@ class CliState:
                 ctx.find_root().call_on_close(client.close)
         return self._remote
 
-    def runtime(self) -> Runtime:
-        """The runtime for this invocation, built from the environment's settings once."""
-        if self._runtime is None:
-            from convergence.runtime import open_runtime
+    def settings(self) -> Settings:
+        """This invocation's settings, read from the environment once."""
+        if self._settings is None:
             from convergence.settings import load_settings
 
-            rt = open_runtime(load_settings())
+            self._settings = load_settings()
+        return self._settings
+
+    def runtime(self) -> Runtime:
+        """The runtime for this invocation, built from its settings once."""
+        if self._runtime is None:
+            from convergence.runtime import open_runtime
+
+            rt = open_runtime(self.settings())
             self._runtime = rt
             click.get_current_context().find_root().call_on_close(rt.store.engine.dispose)
         return self._runtime

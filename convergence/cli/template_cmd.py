@@ -2,9 +2,9 @@
 
 Registered on the ``convergence`` group by ``convergence.cli``; written once for both modes
 against ``convergence.cli.client.StackClient``: embedded, the template is validated here at its
-key (``convergence.services.validate_template``); remote (``--url``), the template, files map
-and environments go to the API's ``POST /validate``. Either way only the files the template
-and environments reference are sent, and a refusal prints the same way (exit 1).
+key (``convergence.services.templates.validate_template``); remote (``--url``), the template,
+files map and environments go to the API's ``POST /validate``. Either way only the files the
+template and environments reference are sent, and a refusal prints the same way (exit 1).
 """
 
 from __future__ import annotations

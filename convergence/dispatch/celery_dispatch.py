@@ -1,7 +1,8 @@
 """The Celery dispatcher: work items as Celery tasks on Redis, sent here, run by the workers.
 
 Callers: :func:`convergence.runtime.open_runtime` builds a :class:`CeleryDispatcher` when a
-broker is configured (API and CLI processes enqueue through it); the worker's life
+broker is configured (API and CLI processes enqueue through it; the API also reads its app,
+to send webhook deliveries, and its :data:`QUEUES`, for ``/metrics``); the worker's life
 (``convergence.workers``) builds its app on :func:`make_celery`, registers the task
 :data:`TASK_NAME` whose body is :func:`run_message`, and sends follow-up work through a
 :class:`CeleryDispatcher` of its own. This module only sends and drives work: it knows nothing

@@ -2,7 +2,8 @@
 
 What runs when no broker is configured (the embedded default) and in the fast test tier:
 built by ``convergence.runtime.open_runtime``, driven by the API's dispatcher driver
-(``convergence.api.app``), the CLI's commands and the tests. It calls the same
+(``convergence.api.app``), by the use cases' waits for a stack to settle (``convergence.services``,
+for the CLI's commands) and by the tests and ``benchmarks/engine_scale.py``. It calls the same
 ``Engine.execute`` a Celery worker calls. Delayed work (polls of pending
 operations) waits in a heap keyed by due time; with a manual clock, waiting jumps ahead.
 

@@ -3,6 +3,9 @@
 Level-based: the step re-reads the template (desired) and the record (observed) and acts on
 the difference; it never branches on which message woke it, so redelivery, duplicates and
 crashes are harmless. Table-tested in ``tests/unit/engine/test_decide.py``.
+
+Callers: the step (:mod:`convergence.engine.step`) and the preview of a create or an update
+(``convergence.services.preview``).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Templates are immutable and content-addressed, so a definition never goes stale; the cache is
 bounded so that a long-running worker does not keep every template it ever saw.
+
+Callers: the engine's context (:mod:`convergence.engine.context` holds the cache its parts and
+the services read), and the services (``convergence.services.templates`` and ``.preview``:
+:func:`build_definition` of a request's template).
 """
 
 from __future__ import annotations

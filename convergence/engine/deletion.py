@@ -4,7 +4,9 @@
 the plugin take a snapshot of it first (only types that declare they can; validation refuses
 the others). Callers: the step (:mod:`convergence.engine.step`), whose converge phase stamps on
 every record it changes the policy of the definition it acted for (:func:`definition_policy`),
-and the engine (:meth:`Engine._deletion_policy`), which reads it back for a cleanup
+as do the parts of the engine that make records (:mod:`~convergence.engine.planning`,
+:mod:`~convergence.engine.claim` and :mod:`~convergence.engine.batch`, for a replacement), and
+the engine (``Engine._deletion_policy``), which reads it back for a cleanup
 (:func:`record_policy`).
 
 A Retain resource is never deleted, whatever becomes of its template. A template converged

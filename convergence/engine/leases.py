@@ -9,7 +9,11 @@ a long GC) past its lease finds out when it wakes, and skips the call rather tha
 resource someone else now holds. Its writes would be refused anyway (fencing); this keeps its
 actions out of the cloud too.
 
-Used by :class:`~convergence.engine.engine.Engine` only.
+Owned by the engine's context (:mod:`convergence.engine.context`, one keeper per engine): the
+batch runner holds an owner's leases while its batches run, the claims add to them
+(:mod:`~convergence.engine.claim`, :mod:`~convergence.engine.batch`), the steps ask
+:meth:`LeaseKeeper.good`; the orphan reaper (:mod:`convergence.engine.orphans`) holds its own,
+and the worker process revokes them all when it lets go (``Engine.leases``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ the resource meanwhile:
   resource says so; if the cloud does not answer, the next sweep tries again.
 
 Clouds that take a client token on create need none of this; OpenStack's APIs do not.
+
+Caller: the sweeper (:mod:`convergence.engine.sweeper`), through :func:`reap`; orphans are
+noted by the recorder (:mod:`convergence.engine.recording`).
 """
 
 from __future__ import annotations

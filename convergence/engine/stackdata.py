@@ -2,6 +2,9 @@
 
 A step resolves a resource's properties from the records of the resources it names, and only
 those: the step loads them in one query for its whole batch and hands this mapping over.
+
+Callers: the step (:mod:`convergence.engine.step`), the conclusion's outputs
+(:mod:`convergence.engine.conclusion`) and the preview (``convergence.services.preview``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 """One node's step, between the two transactions of a batch: decide, then act through the plugin.
 
-Called by ``Engine.run_nodes`` for each node it claimed. Reads only what the batch loaded (the
-node's record, its direct dependencies' records, the definition) and returns a
-:class:`StepResult`: what to write (fenced), which events to record, and whether the node is
-done, failed or pending (to be polled again after a delay). No database access happens here,
-so a slow cloud call holds no transaction open.
+Called by the batch runner (:mod:`convergence.engine.batch`) for each node it claimed. Reads
+only what the batch loaded (the node's record, its direct dependencies' records, the
+definition) and returns a :class:`StepResult`: what to write (fenced), which events to record,
+and whether the node is done, failed, pending (to be polled again after a delay) or in need
+of a new version of its record (``REPLACE``). No database access happens here, so a slow cloud
+call holds no transaction open: a step that must replace its resource asks for the new record
+before it calls the cloud at all (a :class:`Replacement`, no effect done yet), the batch makes
+the records of every such step in one transaction of its own, and then has each step go on
+against its new record (:meth:`Stepper.replace`).
 """
 
 from __future__ import annotations
@@ -36,16 +40,30 @@ log = logging.getLogger(__name__)
 
 DONE, FAILED, PENDING, RETRY = "done", "failed", "pending", "retry"
 RELEASED = "released"  # not started: the lease let go of, the node offered to others
+# Not finished: the resource must be replaced, and nothing was done yet. The batch makes the
+# new version of the record and goes on with :meth:`Stepper.replace`; never recorded as such.
+REPLACE = "replace"
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """What a step that must replace its resource goes on with once its new record exists."""
+
+    rtype: str  # the type of the new version
+    properties: Mapping[str, Any]
+    requires: list[int]
+    events: list[NewEvent]  # told before the new version's own (a preemption's)
 
 
 @dataclass(slots=True)
 class StepResult:
     seq: int
-    outcome: str  # done | failed | pending | retry | released
+    outcome: str  # done | failed | pending | retry | released | replace
     changes: list[RecordChange] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     delay: float = 0.0
     reason: str = ""
+    replacement: Replacement | None = None  # for REPLACE only
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +80,6 @@ class StepInput:
     token: int
     heads: Mapping[str, RecordView]
     worked_on: bool
-    owner: str = ""  # the lease owner of the batch: a replacement is claimed for it too
     # Whether the batch's leases are still good: asked before each call to the cloud, so
     # that a worker that woke up past its lease leaves the resource to its new holder.
     lease_good: Callable[[], bool] = lambda: True
@@ -82,32 +99,54 @@ class Stepper:
 
     def __init__(self, plugins: Callable[[str], ResourcePlugin | None],
                  context: Callable[[StackView, RecordView, Callable[[], bool]], PluginContext],
-                 replace: Callable[[StepInput, str], RecordView | None],
                  now: Callable[[], float],
                  deletion_policy: Callable[[RecordView], str | None] = lambda record: "Delete",
                  *, unreachable: Callable[[BaseException], bool]) -> None:
         self._plugin = plugins
         self._context = context
-        self._replace = replace
         self._now = now
         self._deletion_policy = deletion_policy
         # Whether an exception says the engine's database is away (``Store.unreachable``).
         self._unreachable = unreachable
 
     def run(self, inp: StepInput) -> StepResult:
+        """The node's step; a ``REPLACE`` result is to be gone on with by :meth:`replace`."""
         try:
             if inp.node.phase == "converge":
                 return _stamp_policy(inp, self._converge(inp))
             return self._cleanup(inp)
         except Exception as exc:  # a plugin bug must fail the resource, not the worker
-            if self._unreachable(exc):
-                # The engine's database is away (a plugin's own backend says RetryLater): not
-                # the resource's fault. The batch ends here and its work is offered again.
-                raise
-            log.exception("step of %s failed unexpectedly", inp.node.name)
-            return self.fail(inp, inp.record, inp.token, inp.record.action if
-                                inp.record.action != "INIT" else CREATE,
-                                f"{type(exc).__name__}: {exc}")
+            return self.crashed(inp, exc)
+
+    def replace(self, inp: StepInput, needed: Replacement, new: RecordView | None
+                ) -> StepResult:
+        """Go on with a step that asked for a replacement, now that its new record was made
+        and claimed for the batch (``new``; None: the old one was fenced off, or the traversal
+        superseded, and the current traversal takes it from here): create the new version."""
+        try:
+            if new is None:
+                return StepResult(inp.node.seq, RETRY,
+                                  [RecordChange(inp.record.id, inp.token, {})], delay=0.0)
+            plugin = self._plugin(needed.rtype)
+            assert plugin is not None  # the step found it before it asked
+            result = self._act(inp, plugin, new, new.fencing_token, CREATE, needed.properties,
+                               needed.requires, replacing=inp.record)
+            result.events[:0] = needed.events
+            return _stamp_policy(inp, result)
+        except Exception as exc:  # as in run
+            return self.crashed(inp, exc)
+
+    def crashed(self, inp: StepInput, exc: Exception) -> StepResult:
+        """A step that raised: the resource fails (a plugin bug must not fail the worker),
+        unless the exception says the engine's database is away, which is raised again."""
+        if self._unreachable(exc):
+            # The engine's database is away (a plugin's own backend says RetryLater): not
+            # the resource's fault. The batch ends here and its work is offered again.
+            raise exc
+        log.exception("step of %s failed unexpectedly", inp.node.name, exc_info=exc)
+        return self.fail(inp, inp.record, inp.token, inp.record.action if
+                         inp.record.action != "INIT" else CREATE,
+                         f"{type(exc).__name__}: {exc}")
 
     # converge -------------------------------------------------------------------------------
     def _converge(self, inp: StepInput) -> StepResult:
@@ -153,7 +192,7 @@ class Stepper:
                 "requires": requires})
             return StepResult(inp.node.seq, DONE, [change])
         if action is Action.REPLACE:
-            return self._replacement(inp, plugin, record, props, requires, rtype)
+            return self._replacement(inp, props, requires, rtype)
         verb = CREATE if action is Action.CREATE else UPDATE
         if action is Action.POLL:
             op = record.operation or {}
@@ -161,17 +200,13 @@ class Stepper:
         return self._act(inp, plugin, record, inp.token, verb, props, requires,
                          poll=action is Action.POLL)
 
-    def _replacement(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView,
-                     props: Mapping[str, Any], requires: list[int], rtype: str,
-                     events: list[NewEvent] | None = None) -> StepResult:
-        new = self._replace(inp, rtype)
-        if new is None:  # fenced off, or superseded: the current traversal takes it from here
-            return StepResult(inp.node.seq, RETRY, [RecordChange(record.id, inp.token, {})],
-                              delay=0.0)
-        result = self._act(inp, plugin, new, new.fencing_token, CREATE, props, requires,
-                           replacing=record)
-        result.events[:0] = events or []
-        return result
+    @staticmethod
+    def _replacement(inp: StepInput, props: Mapping[str, Any], requires: list[int],
+                     rtype: str, events: list[NewEvent] | None = None) -> StepResult:
+        """Ask the batch for a new version of the record (nothing done yet): the step goes on
+        in :meth:`replace`."""
+        return StepResult(inp.node.seq, REPLACE, replacement=Replacement(
+            rtype, props, requires, list(events or [])))
 
     def _preempt(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView, verb: str,
                  started: Mapping[str, Any], props: Mapping[str, Any], requires: list[int],
@@ -183,7 +218,7 @@ class Stepper:
                          f"{verb} in progress abandoned: converging to generation "
                          f"{inp.generation}")
         if record.physical_id is not None and plugin.needs_replace(started, props):
-            return self._replacement(inp, plugin, record, props, requires, rtype, [event])
+            return self._replacement(inp, props, requires, rtype, [event])
         if record.physical_id is None:
             result = self._act(inp, plugin, record, inp.token, CREATE, props, requires)
         else:

@@ -21,6 +21,10 @@ a period. A sweep, each part in a short transaction of its own:
 
 What it returns is work for the dispatcher; every item is idempotent, so a sweep that offers
 something that was not lost after all costs a duplicate, never a second action.
+
+Callers: ``convergence.runtime`` (builds the :class:`Sweeper` the in-process dispatcher runs
+periodically) and the worker process (``convergence.workers.process``: :class:`SweepLoop`,
+:func:`let_go` at a graceful stop).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from dataclasses import dataclass, field
 
 from convergence.background import Loop
 from convergence.engine import orphans
-from convergence.engine.engine import Engine, abandon_operations
+from convergence.engine.engine import Engine
+from convergence.engine.recording import abandon_operations
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, TakenOver
 from convergence.ports.work import FINISH, PLAN, Work, batches

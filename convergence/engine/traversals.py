@@ -1,8 +1,10 @@
 """Starting, superseding and stopping traversals: the one place a stack's generation moves.
 
 Callers: ``convergence.services`` (every accepted request) and the engine (a failure that rolls
-back). Each function works inside the caller's transaction, so the new generation, the
-traversal row, the stack's status and the events that tell the story commit together.
+back: :mod:`convergence.engine.accounting`; the stack's events of a traversal's end:
+:mod:`convergence.engine.conclusion`). Each function works inside the caller's transaction,
+so the new generation, the traversal row, the stack's status and the events that tell the
+story commit together.
 """
 
 from __future__ import annotations

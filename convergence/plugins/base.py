@@ -1,12 +1,12 @@
-"""What a resource plugin is: a schema, and actions that start at once and are polled.
+"""The plugin port: what a resource plugin is, and what it is called with and given.
 
-The engine's step calls a plugin with resolved properties; the plugin never sleeps. An action
-either finishes (``Progress.finished``) or says it is pending with the state it needs to be
-polled later (``Progress.pending``): the engine stores that state, frees the worker and calls
-``poll`` after the delay, possibly on another worker. Every action is idempotent: before
-creating, a plugin looks for what an interrupted attempt of the same record created (by
-``ctx.owner``) and adopts it, so a crash between the cloud call and the database write neither
-leaks nor duplicates.
+A plugin is a schema, and actions that start at once and are polled. The engine's step calls a
+plugin with resolved properties; the plugin never sleeps. An action either finishes
+(``Progress.finished``) or says it is pending with the state it needs to be polled later
+(``Progress.pending``): the engine stores that state, frees the worker and calls ``poll`` after
+the delay, possibly on another worker. Every action is idempotent: before creating, a plugin
+looks for what an interrupted attempt of the same record created (by ``ctx.owner``) and adopts
+it, so a crash between the cloud call and the database write neither leaks nor duplicates.
 
 Errors carry their retry meaning: :class:`ResourceFailure` fails the resource (permanent);
 :class:`RetryLater` asks for the same call again after a delay (transient).
@@ -17,7 +17,8 @@ OS::Heat::TestResource uses) is a backend: the plugin class declares how to buil
 runtime hands every plugin (``PluginRegistry.bind``), and a call finds it by name in
 ``ctx.backends``. The engine passes them along without knowing any of them.
 
-Callers: the engine (contexts, ``Stepper``), the registry, every plugin.
+Callers: the engine (its steps and its removal of orphans build a :class:`PluginContext` and
+call plugins), ``convergence.runtime`` (the :class:`PluginHost`), the registry, every plugin.
 """
 
 from __future__ import annotations

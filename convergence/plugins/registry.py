@@ -8,6 +8,10 @@ A registry bound to a runtime (:meth:`PluginRegistry.bind`, called by ``converge
 also holds the backends its plugins declared (``ResourcePlugin.backends``), each built once
 from the :class:`~convergence.plugins.base.PluginHost` the runtime hands every plugin; the
 engine passes them to every plugin call (``PluginContext.backends``).
+
+Callers: ``convergence.runtime`` (``from_entry_points``, ``bind``), the engine (a plugin class
+by type name), ``convergence.services`` (the catalog of validation when no runtime is at hand),
+``type_schemas`` (the listings of the API's ``catalog`` and the CLI), tests and benchmarks.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The plugin registry's resource types in Heat's shapes: the type list, a type's property and
-attribute schema, and a HOT template exposing a type as a template resource.
+"""The plugin registry's resource types in Heat's shapes, for the API and the CLI alike.
+
+The type list, a type's property and attribute schema, and a HOT template exposing a type as a
+template resource.
 
 Callers: ``convergence.api.catalog`` (``GET /resource_types[/{type}[/template]]``) and the CLI's
 embedded backend (``convergence resource type list|show``), so that both answer alike. Plain

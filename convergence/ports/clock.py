@@ -1,9 +1,12 @@
 """Time, as a seam: the system clock, or a clock tests move by hand.
 
-The store stamps leases and deadlines with ``now()``; plugins measure their waits with it; the
-in-process dispatcher waits for delayed work with ``sleep_until``. With a :class:`ManualClock`
-waiting jumps straight to the due time, so a scenario with minutes of simulated waits runs in
-milliseconds and its outcome does not depend on the machine's speed.
+Callers: ``convergence.runtime`` builds a :class:`SystemClock` (tests pass a
+:class:`ManualClock`) and hands it out: the store stamps leases and deadlines with ``now()``
+(``Store.clock``, which the engine's steps and lease keeper read too); plugins measure their
+waits with it (``PluginHost.now``); the in-process dispatcher waits for delayed work with
+``sleep_until``, as do the services' waits for a stack to settle (``Runtime.clock``). With a
+:class:`ManualClock` waiting jumps straight to the due time, so a scenario with minutes of
+simulated waits runs in milliseconds and its outcome does not depend on the machine's speed.
 """
 
 from __future__ import annotations

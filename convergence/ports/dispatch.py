@@ -1,10 +1,14 @@
-"""The dispatch port: what every dispatcher offers, accept work items to be run after their
-countdown.
+"""The dispatch port: what every dispatcher offers, accepting work items to run.
+
+A dispatcher takes work items (:mod:`convergence.ports.work`) and runs each once its countdown
+has passed.
 
 Implemented by ``convergence.dispatch.inprocess.InProcessDispatcher`` (threads, no broker) and
 ``convergence.dispatch.celery_dispatch.CeleryDispatcher`` (Celery on Redis); held by
-``convergence.runtime.Runtime`` and used by the services and the sweeper's loops to send the
-work a committed transaction made ready.
+``convergence.runtime.Runtime`` (``Runtime.dispatcher``) and used to send the work a committed
+transaction made ready: by the services (a new traversal's plan, a resumed stack), the
+sweeper's loop (``convergence.engine.sweeper.SweepLoop``) and a stopping worker letting go of
+its leases (``convergence.workers.process``).
 """
 
 from __future__ import annotations

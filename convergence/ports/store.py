@@ -2,7 +2,8 @@
 
 Callers: the engine (``convergence.engine``: planning, batches of steps, leases, the sweeper,
 orphans), the use cases (``convergence.services``, ``convergence.holds``,
-``convergence.webhooks``) and the API's reads. Implemented by ``convergence.store``
+``convergence.webhooks``), the worker heartbeats (``convergence.workers.heartbeat``) and the
+API's reads, all through ``Runtime.store``. Implemented by ``convergence.store``
 (``store/transactions.py``: SQLAlchemy, on PostgreSQL or SQLite), which ``convergence.runtime``
 builds; nothing above the ports imports it.
 
@@ -112,7 +113,8 @@ class Nodes(Protocol):
 
 
 class Records(Protocol):
-    """Resource records, their leases (claim, renewal) and fenced writes."""
+    """Resource records, their leases (claim, renewal) and fenced writes; Heat's resource
+    list pages (``resource_page``)."""
 
     def records(self, stack_id: str) -> list[RecordView]: ...
     def record_outlines(self, stack_id: str) -> list[RecordOutline]: ...
@@ -173,7 +175,7 @@ class Webhooks(Protocol):
 
 
 class Workers(Protocol):
-    """The heartbeats of the processes that run steps."""
+    """The heartbeats of the processes that run steps, and which of them still beat."""
 
     def heartbeat(self, worker: WorkerInfo) -> None: ...
     def workers(self, since: float | None = None) -> list[WorkerView]: ...
@@ -209,7 +211,7 @@ class Sweeps(Protocol):
 
 
 class Holds(Protocol):
-    """Which process drives a stack's work in embedded mode, until when."""
+    """Holds on stacks: which process drives a stack's work in embedded mode, until when."""
 
     def hold_stack(self, stack_id: str, holder: str, until: float) -> bool: ...
     def stack_holder(self, stack_id: str) -> str | None: ...

@@ -216,7 +216,7 @@ class NewDelivery:
     body: dict[str, Any]
 
 
-# worker processes (convergence.heartbeat) ----------------------------------------------------
+# worker processes (convergence.workers.heartbeat) --------------------------------------------
 WORKER = "worker"  # a Celery worker process
 API = "api"  # an API process running steps on its in-process dispatcher
 

@@ -1,7 +1,8 @@
 """Counting the database work an engine does: statements, commits, rollbacks.
 
 Callers: the benchmarks, which divide the counts by the number of resources to report the
-database cost of a stack operation, and tests that pin that cost down.
+database cost of a stack operation, the workers' figures for them
+(``convergence.workers.stats``), and tests that pin that cost down.
 
 What counts as a statement is what the server executes:
 

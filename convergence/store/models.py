@@ -1,8 +1,11 @@
 """The tables: SQLAlchemy 2 typed models. The only place the schema is written down.
 
-Alembic migrations (``store/migrations``) create these tables; the engine reaches them through
-the functions in ``store/`` only. Times are epoch seconds (floats) so that SQLite and
-PostgreSQL compare them the same way and leases need no time-zone arithmetic.
+Alembic migrations (``store/migrations``) create these tables; ``rows.py`` gives the store's
+aggregate modules their Core tables, ``entity_tables.py`` the plugins' tables and
+``migrations/env.py`` the metadata to compare against. Nothing outside ``convergence.store``
+reaches them: the engine goes through the ports' ``Store`` protocol. Times are epoch seconds
+(floats) so that SQLite and PostgreSQL compare them the same way and leases need no time-zone
+arithmetic.
 
 - ``templates``: what a stack should be, immutable and content-addressed (template text,
   files, environment documents, parameter values), with the template's description.
@@ -18,7 +21,7 @@ PostgreSQL compare them the same way and leases need no time-zone arithmetic.
 - ``test_entities``: the backend of OS::Heat::TestResource, apart from the engine's tables:
   an entity table for a plugin (``store/entity_tables.py``), with a migration of its own.
 - ``workers``: the processes running steps (and API processes stepping in-process), each
-  with its last heartbeat (``convergence.heartbeat``).
+  with its last heartbeat (``convergence.workers.heartbeat``).
 - ``sweeps``: one row per periodic job (the sweeper): who holds its turn, until when, and
   when it last ran, so that among all the workers one runs it at a time, once a period; and
   one per stack an embedded process is driving (``stack:<id>``, ``convergence.store.holds``).

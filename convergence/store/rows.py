@@ -2,8 +2,8 @@
 
 Callers: every aggregate module of the store (``stacks``, ``traversals``, ``nodes``,
 ``records``, ``events``, ``resource_pages``, ``webhooks``, ``workers``, ``orphans``, ``sweeps``,
-``holds``) and ``transactions``, which composes them into the concrete ``Tx``. Nothing here
-leaves ``convergence.store``: the engine sees the views of :mod:`convergence.ports.views`.
+``holds``), which ``transactions`` composes into the concrete ``Tx``, and ``dialect``. Nothing
+here leaves ``convergence.store``: the engine sees the views of :mod:`convergence.ports.views`.
 """
 
 from __future__ import annotations

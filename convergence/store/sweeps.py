@@ -1,10 +1,10 @@
 """The queries of recovery: the sweeper's turn, and what it looks for in the database.
 
 Callers: composed into ``transactions.Tx``; reached through the ports' ``Sweeps`` protocol by
-:mod:`convergence.engine.sweeper` (the periodic sweep), the worker's graceful shutdown
-(``release_owned``) and ``convergence admin reset`` (``release_stack_leases``). Each method
-does one thing in the transaction it is called in; the sweeper composes them in short
-transactions of its own.
+the engine's sweeper (the periodic sweep), a worker's graceful shutdown (``release_owned``,
+through the engine's ``let_go``) and ``convergence admin reset`` (``release_stack_leases``,
+through ``convergence.services``). Each method does one thing in the transaction it is called
+in; the sweeper composes them in short transactions of its own.
 
 Nothing here decides what a lost piece of work means: it finds rows in a state that only a
 crash, a lost message or a missed deadline leaves behind, and hands back their ids.

@@ -21,8 +21,8 @@ from typing import Any
 
 from celery import Celery, signals
 
-from convergence import webhooks
 from convergence.dispatch.celery_dispatch import TASK_NAME, make_celery
+from convergence.services import webhooks
 from convergence.settings import Settings
 from convergence.workers.process import WorkerProcess
 

@@ -2,9 +2,9 @@
 
 Callers: the Celery worker's life (``convergence.workers.process``) starts one per worker
 process; the API (``convergence.api.app``) starts one while it drives the in-process
-dispatcher, since it runs steps too. :func:`list_services` (the processes heard from, in
-Heat's ``GET /services`` shape) is read by ``convergence.api.services_api`` and
-``convergence services``.
+dispatcher, since it runs steps too. The rows are read back as Heat's service list by the use
+case ``convergence.services.operations.list_services`` (``GET /services``, ``convergence
+services``).
 
 A daemon thread beats every ``Settings.heartbeat_seconds``; :meth:`Heartbeat.stop` (the
 graceful-shutdown path: SIGTERM, the app's lifespan ending) marks the row stopped. A worker
@@ -18,11 +18,9 @@ import logging
 import os
 import socket
 import threading
-from datetime import UTC, datetime
-from typing import Any
 
 from convergence.ports.store import Store
-from convergence.ports.views import WorkerInfo, WorkerView
+from convergence.ports.views import WorkerInfo
 
 log = logging.getLogger(__name__)
 
@@ -77,33 +75,3 @@ class Heartbeat:
                 tx.stop_worker(self.info.id)
         except Exception:
             log.exception("could not mark %s stopped", self.info.id)
-
-
-RETENTION_SECONDS = 86400.0  # workers silent for longer than this are no longer listed
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def service_item(w: WorkerView, now: float, interval: float) -> dict[str, Any]:
-    """A worker as Heat's ``GET /services`` lists an engine (plus ``kind``, ``pid`` and
-    ``heartbeat_age``, in seconds)."""
-    return {
-        "id": w.id, "engine_id": w.id, "host": w.hostname, "hostname": w.hostname,
-        "binary": f"convergence-{w.kind}", "topic": "engine", "report_interval": interval,
-        "status": "up" if w.is_up(now, interval) else "down",
-        "created_at": _iso(w.started_at), "updated_at": _iso(w.heartbeat_at),
-        "deleted_at": _iso(w.stopped_at),
-        "kind": w.kind, "pid": w.pid, "heartbeat_age": round(max(0.0, now - w.heartbeat_at), 1),
-    }
-
-
-def list_services(store: Store, interval: float) -> list[dict[str, Any]]:
-    """The workers heard from within ``RETENTION_SECONDS``, as service items."""
-    with store.read() as tx:
-        now = tx.now
-        workers = tx.workers(since=now - RETENTION_SECONDS)
-    return [service_item(w, now, interval) for w in workers]

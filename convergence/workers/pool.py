@@ -1,5 +1,6 @@
-"""A prefork node's pool processes, seen from its main process: signal them, kill them, and
-watch for those that die.
+"""A prefork node's pool processes, seen from its main process: signal, kill, watch them.
+
+The main process signals them, kills them, and watches for those that die.
 
 Caller: the worker's life (``convergence.workers.process.WorkerProcess``): it tells the pool
 processes of a stopping node to finish the step in hand (:func:`signal_children`), kills

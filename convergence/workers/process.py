@@ -1,5 +1,7 @@
-"""The life of a Celery worker node, as one object: its runtime in each process, heartbeats,
-sweeping, the pool watch, and the graceful stop.
+"""The life of a Celery worker node, as one object (:class:`WorkerProcess`).
+
+It holds the node's runtime in each process, the heartbeats, the sweeping, the pool watch and
+the graceful stop.
 
 Caller: ``convergence.workers.app.make_worker_app`` builds one :class:`WorkerProcess` per
 worker app and connects Celery's signals and the app's tasks to its methods. It holds what
@@ -36,11 +38,11 @@ from typing import Any
 
 from celery import Celery
 
-from convergence import webhooks
 from convergence.dispatch.celery_dispatch import CeleryDispatcher, run_message
 from convergence.engine.sweeper import EXITED, STOPPING, Sweeper, SweepLoop, let_go
 from convergence.ports.views import WORKER
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import webhooks
 from convergence.settings import Settings
 from convergence.workers import pool
 from convergence.workers.heartbeat import Heartbeat, worker_info

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from convergence import services
 from convergence.api.app import create_app
 from convergence.api.auth import (
     KeystoneTokens,
@@ -30,6 +29,7 @@ from convergence.api.auth import (
     require_auth,
 )
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running
 from convergence.settings import Settings, load_settings
 from tests.api.test_stacks_api import TEMPLATE, assert_heat_error
 
@@ -81,8 +81,8 @@ def stacks(client: TestClient, rt: Runtime) -> dict[str, str]:
     """One complete stack per tenant: ``{"A": id, "B": id}``."""
     a = create(client, "tenantA", TOK_A, "web")
     b = create(client, "tenantB", TOK_B, "db")
-    services.wait_for_stack(rt, "tenantA", a["id"], timeout=60)
-    services.wait_for_stack(rt, "tenantB", b["id"], timeout=60)
+    running.wait_for_stack(rt, "tenantA", a["id"], timeout=60)
+    running.wait_for_stack(rt, "tenantB", b["id"], timeout=60)
     return {"A": a["id"], "B": b["id"]}
 
 
@@ -212,7 +212,7 @@ def test_admin_reaches_every_tenant(client: TestClient, rt: Runtime,
         assert r.status_code == 200, (sub, r.text)
     r = client.patch(base, json={"parameters": {"value": "four"}}, headers=hdr(TOK_ADMIN))
     assert r.status_code == 202, r.text
-    services.wait_for_stack(rt, "tenantA", stacks["A"], timeout=60)
+    running.wait_for_stack(rt, "tenantA", stacks["A"], timeout=60)
     r = client.get(base, headers=hdr(TOK_A))
     assert r.json()["stack"]["parameters"]["value"] == "four"
     r = client.delete(f"/v1/tenantB/stacks/db/{stacks['B']}", headers=hdr(TOK_ADMIN))
@@ -342,7 +342,7 @@ def test_keystone_mode(tmp_path: Path, keystone: FakeKeystone,
         assert_heat_error(c.get("/v1/tenantA/stacks", headers=hdr("forged")), 401,
                           "HTTPUnauthorized")
         a = create(c, "tenantA", TOK_A, "web")
-        services.wait_for_stack(rt, "tenantA", a["id"], timeout=60)
+        running.wait_for_stack(rt, "tenantA", a["id"], timeout=60)
         assert c.get(f"/v1/tenantA/stacks/web/{a['id']}", headers=hdr(TOK_A)).status_code == 200
         for method, sub, body in OPERATIONS:
             r = c.request(method, f"/v1/tenantA/stacks/web/{a['id']}{sub}", json=body,

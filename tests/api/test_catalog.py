@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from convergence import preview
 from convergence.api.app import create_app
 from convergence.ports.views import RecordView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import preview
 from convergence.settings import Settings
 from tests.api.test_stacks_api import BASE, TEMPLATE, assert_heat_error, create, drain
 

@@ -29,12 +29,12 @@ import sqlalchemy as sa
 from alembic import command
 from fastapi.testclient import TestClient
 
-from convergence import services
 from convergence.api.app import create_app
-from convergence.api.views import iso
 from convergence.errors import InvalidParameter
+from convergence.heat_fields import iso
 from convergence.ports.views import RecordChange, RecordView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries
 from convergence.settings import Settings
 from convergence.store.db import make_engine
 from convergence.store.migrate import upgrade
@@ -136,7 +136,7 @@ def stack(client: TestClient, rt: Runtime) -> str:
 # Heat's list, the obvious way --------------------------------------------------------------------
 
 def records(rt: Runtime, url: str) -> list[RecordView]:
-    return services.list_resources(rt, "tenantA", url.rsplit("/", 1)[1])
+    return queries.list_resources(rt, "tenantA", url.rsplit("/", 1)[1])
 
 
 def current(every: Sequence[RecordView]) -> list[RecordView]:
@@ -414,11 +414,11 @@ def test_chunks_list_every_resource_once_with_its_required_by(rt: Runtime, stack
     from convergence.ports.pages import ResourceQuery
 
     sid = stack.rsplit("/", 1)[1]
-    pages = list(services.resource_chunks(rt, "tenantA", sid, ResourceQuery(), chunk=4))
+    pages = list(queries.resource_chunks(rt, "tenantA", sid, ResourceQuery(), chunk=4))
     assert [len(p.records) for p in pages][:-1] == [4] * (len(pages) - 1)
     listed = [(r.name, p.users(r)) for p in pages for r in p.records]
     assert listed == [(i["resource_name"], i["required_by"]) for i in expected(rt, stack)]
-    limited = services.resource_chunks(rt, "tenantA", sid, ResourceQuery(limit=9), chunk=4)
+    limited = queries.resource_chunks(rt, "tenantA", sid, ResourceQuery(limit=9), chunk=4)
     assert [len(p.records) for p in limited] == [4, 4, 1]
 
 
@@ -429,10 +429,10 @@ def test_chunks_continue_after_a_resource_deleted_between_them(rt: Runtime,
     sid = stack.rsplit("/", 1)[1]
     for order in ((), ("type",)):
         query = ResourceQuery(sort_keys=order)
-        pages = services.resource_chunks(rt, "tenantA", sid, query, chunk=3)
+        pages = queries.resource_chunks(rt, "tenantA", sid, query, chunk=3)
         first = next(pages)
         gone = first.records[-1]
-        wanted = [r.name for p in services.resource_chunks(rt, "tenantA", sid, query)
+        wanted = [r.name for p in queries.resource_chunks(rt, "tenantA", sid, query)
                   for r in p.records]
         with rt.store.begin() as tx:
             assert tx.apply(RecordChange(gone.id, gone.fencing_token, {}, delete=True))
@@ -446,10 +446,10 @@ def test_a_marker_outside_name_order_that_is_no_resource_is_refused(rt: Runtime,
 
     sid = stack.rsplit("/", 1)[1]
     with pytest.raises(InvalidParameter):
-        services.resource_page(rt, "tenantA", sid,
+        queries.resource_page(rt, "tenantA", sid,
                                ResourceQuery(sort_keys=("type",), marker="nope"))
     with pytest.raises(InvalidParameter):
-        next(services.resource_chunks(rt, "tenantA", sid,
+        next(queries.resource_chunks(rt, "tenantA", sid,
                                       ResourceQuery(sort_keys=("type",), marker="nope")))
 
 

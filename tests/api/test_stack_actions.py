@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from convergence import services
 from convergence.api.app import create_app
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries
 from convergence.settings import Settings
 from tests.api.test_stacks_api import BASE, TEMPLATE, assert_heat_error, create, drain
 from tests.engine.harness import entity_backend
@@ -54,7 +54,7 @@ def show(client: TestClient, url: str) -> dict[str, Any]:
 
 def records(rt: Runtime, sid: str) -> dict[str, Any]:
     """The current record of each resource, by name."""
-    rows = services.list_resources(rt, TENANT, sid)
+    rows = queries.list_resources(rt, TENANT, sid)
     return {r.name: r for r in sorted(rows, key=lambda r: (r.replaced_by is None, r.id))}
 
 
@@ -147,7 +147,7 @@ def test_cancel_update_rolls_a_create_back_to_nothing(client: TestClient,
     assert show(client, url)["stack_status"] == "ROLLBACK_IN_PROGRESS"
     drain(rt, sid, TENANT)
     assert show(client, url)["stack_status"] == "ROLLBACK_COMPLETE"
-    assert services.list_resources(rt, TENANT, sid) == []
+    assert queries.list_resources(rt, TENANT, sid) == []
     assert not [o for o, _ in entity_backend(rt).live().values() if o.startswith(sid + "/")]
 
 

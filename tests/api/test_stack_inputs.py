@@ -1,4 +1,4 @@
-"""What a stack was made from, as the API shows it (``convergence.stack_inputs``): the stack
+"""What a stack was made from, as the API shows it (``convergence.services.inputs``): the stack
 list's ``description`` (read from the column kept beside each template, or parsed from the text
 of a template stored before it), and stack show's ``parameters`` (every parameter's effective
 value as Heat gives it, hidden ones masked, the pseudo-parameters added).
@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from convergence import services
 from convergence.api.app import create_app
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running
 from convergence.settings import Settings
 
 BASE = "/v1/tenantA"
@@ -58,7 +58,7 @@ def create(client: TestClient, rt: Runtime, name: str, template: dict[str, Any],
     r = client.post(f"{BASE}/stacks", json={"stack_name": name, "template": template, **extra})
     assert r.status_code == 201, r.text
     stack_id = str(r.json()["stack"]["id"])
-    services.wait_for_stack(rt, "tenantA", stack_id, timeout=60)
+    running.wait_for_stack(rt, "tenantA", stack_id, timeout=60)
     return stack_id
 
 
@@ -112,7 +112,7 @@ def test_stack_list_shows_each_template_description(client: TestClient, rt: Runt
         "template": {**TEMPLATE, "description": "updated"},
         "parameters": {"given_secret": "x"}})
     assert r.status_code == 202, r.text
-    services.wait_for_stack(rt, "tenantA", first, timeout=60)
+    running.wait_for_stack(rt, "tenantA", first, timeout=60)
     assert listed(client)["described"] == "updated"
 
 

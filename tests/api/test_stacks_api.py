@@ -1,7 +1,7 @@
 """The Heat-compatible API through FastAPI's TestClient, over an embedded runtime.
 
 Each test gets a SQLite file of its own; the app does not drive the dispatcher (so nothing
-runs behind the test's back): the test drains it with ``services.wait_for_stack``.
+runs behind the test's back): the test drains it with ``running.wait_for_stack``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from convergence import services
 from convergence.api.app import create_app
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running
 from convergence.settings import Settings
 
 TEMPLATE: dict[str, Any] = {
@@ -47,7 +47,7 @@ def client(rt: Runtime) -> Iterator[TestClient]:
 
 
 def drain(rt: Runtime, stack_id: str, tenant: str = "tenantA") -> None:
-    services.wait_for_stack(rt, tenant, stack_id, timeout=60)
+    running.wait_for_stack(rt, tenant, stack_id, timeout=60)
 
 
 def create(client: TestClient, name: str = "web", **extra: Any) -> dict[str, Any]:

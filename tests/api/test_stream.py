@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from convergence.api import stream
 from convergence.api.app import create_app
@@ -48,12 +49,13 @@ class Message:
 
 
 @contextmanager
-def serve(rt: Runtime) -> Iterator[str]:
-    """The app over ``rt`` served on a free local port; yields its base URL."""
+def serve(rt: Runtime, app: FastAPI | None = None) -> Iterator[str]:
+    """The app over ``rt`` (``app`` when given) served on a free local port; yields its base
+    URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(rt), log_level="warning",
+    server = uvicorn.Server(uvicorn.Config(app or create_app(rt), log_level="warning",
                                            timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -75,8 +77,13 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 
 
 @pytest.fixture
-def base(rt: Runtime) -> Iterator[str]:
-    with serve(rt) as url:
+def app(rt: Runtime) -> FastAPI:
+    return create_app(rt)
+
+
+@pytest.fixture
+def base(rt: Runtime, app: FastAPI) -> Iterator[str]:
+    with serve(rt, app) as url:
         yield url
 
 
@@ -143,7 +150,7 @@ def wait_complete(http: httpx.Client, path: str) -> None:
         time.sleep(0.05)
 
 
-def test_stream_sees_every_event_of_a_create_in_order(rt: Runtime, http: httpx.Client) -> None:
+def test_stream_sees_every_event_of_a_create_in_order(app: FastAPI, http: httpx.Client) -> None:
     got: list[Message] = []
     created: list[str] = []
 
@@ -169,7 +176,7 @@ def test_stream_sees_every_event_of_a_create_in_order(rt: Runtime, http: httpx.C
     assert got[-1].data["resource_status"] == "CREATE_COMPLETE"
     assert {m.data["resource_name"] for m in got if m.event == "resource.status"} == \
         {"first", "second", "third"}
-    assert stream.notifier(rt).notified > 0  # the engine's commits woke the stream
+    assert app.state.notifier.notified > 0  # the engine's commits woke the stream
 
     # The stack's own stream, connected afterwards, replays the same events.
     again = read_stream(http, f"{path}/events?watch=true", is_complete(stack_id))

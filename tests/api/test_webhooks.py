@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from convergence import webhooks
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import webhooks
 from convergence.settings import Settings
 from tests.api.test_stream import TEMPLATE, serve
 

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from convergence import services
 from convergence.cli import cli
 from convergence.errors import NotFound
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries
 from convergence.settings import Settings
 
 ONE = """\
@@ -124,10 +124,10 @@ def look(env: dict[str, str]) -> Iterator[Callable[[str], tuple[str, dict[str, s
             rt = open_runtime(Settings(database_url=env["CONVERGENCE_DATABASE_URL"]),
                               migrate=False)
         try:
-            stack = services.get_stack(rt, "default", name)
+            stack = queries.get_stack(rt, "default", name)
         except NotFound:  # not accepted yet
             return "", {}
-        records = services.list_resources(rt, "default", stack.id)
+        records = queries.list_resources(rt, "default", stack.id)
         return stack.stack_status, {r.name: f"{r.action}_{r.status}" for r in records}
 
     yield read

@@ -24,10 +24,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from convergence import services
 from convergence.cli import cli
 from convergence.ports.views import StackView
 from convergence.runtime import open_runtime
+from convergence.services import queries
 from convergence.settings import Settings
 from tests.api_process import running_api
 
@@ -114,7 +114,7 @@ class Cli:
                     for r in rows}
         rt = open_runtime(Settings(database_url=self.db_url))
         try:
-            records = services.list_resources(rt, self.tenant, stack)
+            records = queries.list_resources(rt, self.tenant, stack)
         finally:
             rt.store.engine.dispose()
         return {r.name: (f"{r.action}_{r.status}", r.status_reason)
@@ -127,7 +127,7 @@ class Cli:
                     for s in self._api("/stacks")["stacks"]}
         rt = open_runtime(Settings(database_url=self.db_url))
         try:
-            return {s.name: s.stack_status for s in services.list_stacks(rt, self.tenant)}
+            return {s.name: s.stack_status for s in queries.list_stacks(rt, self.tenant)}
         finally:
             rt.store.engine.dispose()
 
@@ -136,7 +136,7 @@ class Cli:
             return int(self._api(f"/stacks/{stack}")["stack"]["generation"])
         rt = open_runtime(Settings(database_url=self.db_url))
         try:
-            return services.get_stack(rt, self.tenant, stack).generation
+            return queries.get_stack(rt, self.tenant, stack).generation
         finally:
             rt.store.engine.dispose()
 

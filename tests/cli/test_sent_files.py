@@ -22,12 +22,12 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from convergence import preview, services
 from convergence.cli import cli, remote
 from convergence.cli import files as cli_files
 from convergence.cli.common import read_input
 from convergence.cli.files import MAX_FILE_BYTES, key_for, rebase_registry
 from convergence.runtime import open_runtime
+from convergence.services import preview, queries, templates
 from convergence.settings import Settings
 from convergence.template import TemplateError
 from tests.api_process import running_api
@@ -113,7 +113,7 @@ def stored_files_over_the_api(url: str, tenant: str, name: str) -> dict[str, str
 def stored_stack(db_url: str, name: str) -> dict[str, Any]:
     rt = open_runtime(Settings(database_url=db_url))
     try:
-        return services.export_stack(rt, "default", name)
+        return queries.export_stack(rt, "default", name)
     finally:
         rt.store.engine.dispose()
 
@@ -568,13 +568,13 @@ def test_a_template_that_does_not_parse_is_left_to_the_server(tmp_path: Path) ->
 def test_template_validate_sends_only_referenced_files(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[Mapping[str, str] | None] = []
-    validate = services.validate_template
+    validate = templates.validate_template
 
     def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
         sent.append(kwargs.get("files"))
         return validate(*args, **kwargs)
 
-    monkeypatch.setattr(services, "validate_template", recording)
+    monkeypatch.setattr(templates, "validate_template", recording)
     folder = leaky_folder(tmp_path)
     checked = run("template", "validate", str(folder / "mystack.yaml"))
     assert checked.exit_code == 0, checked.output

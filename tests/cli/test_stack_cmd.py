@@ -17,10 +17,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from convergence import services
 from convergence.cli import cli, local, progress
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries, running, stacks
 from convergence.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -242,13 +242,13 @@ def update_left_in_progress(db_url: str, tmp_path: Path, clock: ManualClock) -> 
     minutes) when the process running it stopped."""
     rt = open_runtime(Settings(database_url=db_url, inline_seconds=0.0), clock=clock)
     try:
-        created = services.create_stack(rt, "default", "small", textwrap.dedent(SMALL))
-        services.wait_for_stack(rt, "default", created.id)
-        services.update_stack(rt, "default", "small", textwrap.dedent(SLOW_UPDATE))
+        created = stacks.create_stack(rt, "default", "small", textwrap.dedent(SMALL))
+        running.wait_for_stack(rt, "default", created.id)
+        stacks.update_stack(rt, "default", "small", textwrap.dedent(SLOW_UPDATE))
         assert rt.inprocess is not None
 
         def first_updating() -> bool:
-            rows = services.list_resources(rt, "default", "small")
+            rows = queries.list_resources(rt, "default", "small")
             return any((r.name, r.action, r.status) == ("first", "UPDATE", "IN_PROGRESS")
                        for r in rows)
 
@@ -300,7 +300,7 @@ def test_cancel_refuses_what_it_cannot_cancel_and_stops_a_create(db_url: str,
         "Error: The Stack (nope) could not be found."
     # A create left in progress, stopped where it is.
     rt = runtime(db_url)
-    services.create_stack(rt, "default", "other", t.read_text())
+    stacks.create_stack(rt, "default", "other", t.read_text())
     rt.store.engine.dispose()
     stopped = run("stack", "cancel", "other", "--no-rollback", "-f", "json")
     assert stopped.exit_code == 0, stopped.output
@@ -441,7 +441,7 @@ def test_the_tenant_comes_from_convergence_project_id(db_url: str, tmp_path: Pat
     assert run("stack", "show", "small").exit_code == 1
     rt = runtime(db_url)
     try:
-        assert services.get_stack(rt, "default", "small").stack_status == "CREATE_COMPLETE"
+        assert queries.get_stack(rt, "default", "small").stack_status == "CREATE_COMPLETE"
     finally:
         rt.store.engine.dispose()
 
@@ -453,8 +453,8 @@ def test_a_stack_left_in_progress_is_resumed_by_the_next_command(db_url: str) ->
     rt = runtime(db_url)
     text = (EXAMPLES / "web-stack.yaml").read_text()
     env = yaml.safe_load((EXAMPLES / "web-stack-env.yaml").read_text())
-    services.create_stack(rt, "default", "web", text, environments=[env])
-    assert services.get_stack(rt, "default", "web").stack_status == "CREATE_IN_PROGRESS"
+    stacks.create_stack(rt, "default", "web", text, environments=[env])
+    assert queries.get_stack(rt, "default", "web").stack_status == "CREATE_IN_PROGRESS"
     rt.store.engine.dispose()
 
     shown = run("stack", "show", "web", "-f", "json")
@@ -469,10 +469,10 @@ def test_a_traversal_stopped_halfway_is_finished_by_the_next_command(db_url: str
                                                                      tmp_path: Path) -> None:
     t = write(tmp_path, "small.yaml", SMALL)
     rt = runtime(db_url)
-    services.create_stack(rt, "default", "small", t.read_text())
+    stacks.create_stack(rt, "default", "small", t.read_text())
     assert rt.inprocess is not None
     rt.inprocess.run(max_items=2)  # planned, one batch done, then the process "died"
-    rows = services.list_resources(rt, "default", "small")
+    rows = queries.list_resources(rt, "default", "small")
     assert any(r.status == "COMPLETE" and r.action == "CREATE" for r in rows)
     assert any(r.action == "INIT" for r in rows)
     rt.store.engine.dispose()
@@ -487,10 +487,10 @@ def test_work_leased_by_a_stopped_process_is_taken_over_when_the_lease_lapses(
     monkeypatch.setattr(progress, "RESUME_SECONDS", 0.05)
     t = write(tmp_path, "small.yaml", SMALL)
     rt = runtime(db_url)
-    services.create_stack(rt, "default", "small", t.read_text())
+    stacks.create_stack(rt, "default", "small", t.read_text())
     assert rt.inprocess is not None
     rt.inprocess.run(max_items=1)  # planned
-    first = [r.id for r in services.list_resources(rt, "default", "small") if r.name == "first"]
+    first = [r.id for r in queries.list_resources(rt, "default", "small") if r.name == "first"]
     with rt.store.begin() as tx:  # a process claimed it, then was killed mid-step
         assert tx.claim_records(first, "killed-process", tx.now + 0.3)
     rt.store.engine.dispose()

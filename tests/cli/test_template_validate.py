@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from convergence import services
 from convergence.cli import cli
+from convergence.services import templates
 from convergence.template import TemplateError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -149,7 +149,7 @@ def test_the_server_disk_is_never_read() -> None:
             properties: {value: {get_file: /etc/passwd}}
         """)
     with pytest.raises(TemplateError) as refused:
-        services.validate_template(text, files={})
+        templates.validate_template(text, files={})
     assert "'/etc/passwd' is not in the files supplied" in str(refused.value)
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from convergence import services as sv
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running
 from convergence.settings import Settings
 
 from .harness import TENANT, Story
@@ -43,6 +43,6 @@ def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
 @pytest.fixture
 def story(rt: Runtime) -> Story:
     def wait(stack_id: str) -> StackView:
-        return sv.wait_for_stack(rt, TENANT, stack_id)
+        return running.wait_for_stack(rt, TENANT, stack_id)
 
     return Story(rt, "stack", wait)

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from convergence import services as sv
 from convergence.plugins.heat.test_backend import TEST_ENTITIES, TableTestEntities
 from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
+from convergence.services import queries, stacks
 
 TENANT = "tenant-a"
 
@@ -75,28 +75,28 @@ class Story:
     id: str | None = None
 
     def create(self, text: str, **kwargs: Any) -> StackView:
-        stack = sv.create_stack(self.rt, TENANT, self.name, text, **kwargs)
+        stack = stacks.create_stack(self.rt, TENANT, self.name, text, **kwargs)
         self.id = stack.id
         return stack
 
     def update(self, text: str, **kwargs: Any) -> StackView:
-        return sv.update_stack(self.rt, TENANT, self.name, text, **kwargs)
+        return stacks.update_stack(self.rt, TENANT, self.name, text, **kwargs)
 
     def delete(self) -> StackView:
-        return sv.delete_stack(self.rt, TENANT, self.name)
+        return stacks.delete_stack(self.rt, TENANT, self.name)
 
     def finish(self) -> StackView:
         return self.wait(self.stack().id)
 
     def stack(self) -> StackView:
-        return sv.get_stack(self.rt, TENANT, self.id or self.name)
+        return queries.get_stack(self.rt, TENANT, self.id or self.name)
 
     def events(self) -> list[EventView]:
-        return sv.list_events(self.rt, TENANT, self.stack().id)
+        return queries.list_events(self.rt, TENANT, self.stack().id)
 
     def records(self) -> dict[str, list[RecordView]]:
         out: dict[str, list[RecordView]] = {}
-        for r in sv.list_resources(self.rt, TENANT, self.stack().id):
+        for r in queries.list_resources(self.rt, TENANT, self.stack().id):
             out.setdefault(r.name, []).append(r)
         return out
 

@@ -17,14 +17,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from convergence import preview
-from convergence import services as sv
 from convergence.engine.sweeper import let_go
 from convergence.plugins.base import PluginBase, PluginContext, Progress
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import StackView, TemplateContent
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import preview, queries, running, templates
 from convergence.settings import Settings
 from convergence.template import TemplateError
 from convergence.template.properties import TypeSchema
@@ -170,7 +169,7 @@ def _runtime(path: Path, sized: type[Sized]) -> Runtime:
 
 def _story(rt: Runtime) -> Story:
     def wait(stack_id: str) -> StackView:
-        return sv.wait_for_stack(rt, TENANT, stack_id)
+        return running.wait_for_stack(rt, TENANT, stack_id)
 
     return Story(rt, "stack", wait)
 
@@ -217,11 +216,11 @@ def refusal(call: Any) -> list[str]:
 
 def test_snapshot_is_refused_by_create_update_validate_and_preview(
         story: Story, rt: Runtime) -> None:
-    assert refusal(lambda: sv.validate_template(SNAPSHOT, catalog=rt.registry)) == [REFUSED]
+    assert refusal(lambda: templates.validate_template(SNAPSHOT, catalog=rt.registry)) == [REFUSED]
     assert refusal(lambda: preview.preview_create(rt, TENANT, "stack", TemplateContent(
         SNAPSHOT))) == [REFUSED]
     assert refusal(lambda: story.create(SNAPSHOT)) == [REFUSED]
-    assert sv.list_stacks(rt, TENANT) == []  # nothing stored, nothing made
+    assert queries.list_stacks(rt, TENANT) == []  # nothing stored, nothing made
     story.create(template({"db": res("data")}))
     story.finish()
     assert refusal(lambda: preview.preview_update(rt, TENANT, "stack", SNAPSHOT)) == [REFUSED]

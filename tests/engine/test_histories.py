@@ -39,11 +39,11 @@ import sqlalchemy
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from convergence import services as sv
 from convergence.errors import Conflict, NotFound
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import RecordView, StackView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries, stacks
 from convergence.settings import Settings
 from tests import ledger
 
@@ -205,27 +205,27 @@ def apply(rt: Runtime, model: Model, op: Op) -> None:
     """Send one request; record in the model whether it was accepted."""
     before = "-"
     if model.stack_id is not None:
-        before = sv.get_stack(rt, TENANT, model.stack_id).stack_status
+        before = queries.get_stack(rt, TENANT, model.stack_id).stack_status
     try:
         if op.kind == "create":
             assert op.template is not None
-            stack = sv.create_stack(rt, TENANT, NAME, hot(op.template),
+            stack = stacks.create_stack(rt, TENANT, NAME, hot(op.template),
                                     disable_rollback=bool(op.disable_rollback))
             if model.stack_id is not None:
                 model.gone.append(model.stack_id)
             model.stack_id, model.current, model.good = stack.id, op.template, None
         elif op.kind in ("update", "patch"):
             text = None if op.template is None else hot(op.template)
-            sv.update_stack(rt, TENANT, NAME, text, existing=op.kind == "patch",
+            stacks.update_stack(rt, TENANT, NAME, text, existing=op.kind == "patch",
                             disable_rollback=op.disable_rollback)
             if op.template is not None:
                 model.current = op.template
         elif op.kind in ("cancel", "rollback"):
-            sv.cancel_stack(rt, TENANT, NAME, rollback=op.kind == "rollback")
+            stacks.cancel_stack(rt, TENANT, NAME, rollback=op.kind == "rollback")
             if op.kind == "rollback" and model.good is not None:
                 model.current = model.good
         elif op.kind == "delete":
-            sv.delete_stack(rt, TENANT, NAME)
+            stacks.delete_stack(rt, TENANT, NAME)
         else:  # pragma: no cover
             raise AssertionError(op.kind)
     except (Conflict, NotFound) as exc:
@@ -244,12 +244,12 @@ def run_history(adversity: str, history: tuple[Op, ...]) -> tuple[Model, StackVi
             apply(rt, model, op)
             run_items(rt, op.steps)
             if model.stack_id is not None:
-                model.observe(sv.get_stack(rt, TENANT, model.stack_id))
+                model.observe(queries.get_stack(rt, TENANT, model.stack_id))
         ip.run()
         assert ip.pending() == 0
         assert ip.errors == []
         assert model.stack_id is not None
-        stack = sv.get_stack(rt, TENANT, model.stack_id)
+        stack = queries.get_stack(rt, TENANT, model.stack_id)
         model.observe(stack)
         check(rt, model, stack)
         return model, stack
@@ -280,7 +280,7 @@ def entities_of(rt: Runtime, stack_id: str) -> dict[str, tuple[str, str]]:
 def check(rt: Runtime, model: Model, stack: StackView) -> None:
     story = "\n".join(model.log)
     for old in model.gone:
-        gone = sv.get_stack(rt, TENANT, old)
+        gone = queries.get_stack(rt, TENANT, old)
         assert gone.stack_status == "DELETE_COMPLETE", story
         check_converged(rt, old, None, story)
         check_ledger(rt, old, story)
@@ -299,7 +299,7 @@ def check(rt: Runtime, model: Model, stack: StackView) -> None:
         assert status == "DELETE_COMPLETE", story
         check_converged(rt, stack.id, None, story)
         with pytest.raises(NotFound):
-            sv.get_stack(rt, TENANT, NAME)
+            queries.get_stack(rt, TENANT, NAME)
     elif status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
         assert model.last in ("create", "update", "patch"), story
         check_converged(rt, stack.id, model.current, story)
@@ -315,7 +315,7 @@ def check(rt: Runtime, model: Model, stack: StackView) -> None:
 
 def check_no_leaks(rt: Runtime, stack_id: str, story: str) -> None:
     """Every live entity of the stack is a record's; no record is left in progress."""
-    records = sv.list_resources(rt, TENANT, stack_id)
+    records = queries.list_resources(rt, TENANT, stack_id)
     by_physical = {r.physical_id: r for r in records if r.physical_id is not None}
     for eid, (owner, _) in entities_of(rt, stack_id).items():
         assert eid in by_physical, f"leaked entity {eid} of {owner}\n{story}"
@@ -335,14 +335,14 @@ def check_ledger(rt: Runtime, stack_id: str, story: str) -> None:
         events = ledger.entries(rows)
     live = {eid: owner for eid, (owner, _) in entities_of(rt, stack_id).items()}
     records = {r.physical_id: f"{r.action}_{r.status}"
-               for r in sv.list_resources(rt, TENANT, stack_id) if r.physical_id}
+               for r in queries.list_resources(rt, TENANT, stack_id) if r.physical_id}
     wrong = ledger.problems(events, live, records)
     assert wrong == [], "\n".join(wrong) + f"\n{story}"
 
 
 def check_converged(rt: Runtime, stack_id: str, tpl: Tpl | None, story: str) -> None:
     """The stack's resources are exactly ``tpl``'s, one live version each, right values."""
-    records = sv.list_resources(rt, TENANT, stack_id)
+    records = queries.list_resources(rt, TENANT, stack_id)
     entities = entities_of(rt, stack_id)
     if tpl is None:
         assert records == [], f"{[(r.name, r.action, r.status) for r in records]}\n{story}"
@@ -460,7 +460,7 @@ def test_rollback_after_an_update_deleted_a_replacement(story: Story, rt: Runtim
     story.update(template({}))
     _run_until(rt, lambda: all(r.replaces is None for r in story.records().get("r1", [])))
     assert [r.replaced_by is not None for r in story.records()["r1"]] == [True]
-    sv.cancel_stack(rt, TENANT, story.name, rollback=True)
+    stacks.cancel_stack(rt, TENANT, story.name, rollback=True)
     stack = story.finish()
     assert stack.stack_status == "ROLLBACK_COMPLETE", stack.status_reason
     current = story.current()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from convergence import services as sv
 from convergence.errors import Conflict, PreconditionFailed
 from convergence.runtime import Runtime
+from convergence.services import stacks
 
 from .harness import TENANT, Story, T, res, template
 
@@ -99,7 +99,7 @@ def test_cancel_update_of_a_create_rolls_it_back(story: Story, rt: Runtime) -> N
     story.create(template(dict(
         T, C=res("4alpha", depends_on=["A", "B"], action_wait_secs={"create": HOLD}))))
     run_until(rt, lambda: existing(story) >= {"A", "B", "C"})
-    stack = sv.cancel_stack(rt, TENANT, story.name)
+    stack = stacks.cancel_stack(rt, TENANT, story.name)
     assert stack.stack_status == "ROLLBACK_IN_PROGRESS" and stack.generation == 2
     stack = story.finish()
     assert stack.stack_status == "ROLLBACK_COMPLETE"
@@ -150,7 +150,7 @@ def test_cancelling_a_replacement_keeps_the_original(story: Story, rt: Runtime) 
     is kept, the new one deleted, the values back to what they were."""
     _, old_c = _replacing(story, rt)
     new_c = max(story.records()["C"], key=lambda r: r.id).physical_id
-    stack = sv.cancel_stack(rt, TENANT, story.name)
+    stack = stacks.cancel_stack(rt, TENANT, story.name)
     assert stack.stack_status == "ROLLBACK_IN_PROGRESS"
     stack = story.finish()
     assert stack.stack_status == "ROLLBACK_COMPLETE", stack.status_reason
@@ -204,7 +204,7 @@ def test_cancel_without_rollback_stops_where_it_is(story: Story, rt: Runtime) ->
     story.finish()
     story.update(template(dict(T, D=res("d-new", action_wait_secs={"update": 1800}))))
     run_until(rt, lambda: story.current()["D"].status == "IN_PROGRESS")
-    stack = sv.cancel_stack(rt, TENANT, story.name, rollback=False)
+    stack = stacks.cancel_stack(rt, TENANT, story.name, rollback=False)
     assert stack.stack_status == "UPDATE_FAILED"
     assert stack.status_reason == "Stack UPDATE cancelled"
     assert stack.generation == stack.observed_generation == 3
@@ -225,7 +225,7 @@ def test_delete_wins_over_a_long_update_and_refuses_later_updates(story: Story,
     with pytest.raises(Conflict, match="being deleted"):
         story.update(template(T))
     with pytest.raises(Conflict):
-        sv.cancel_stack(rt, TENANT, story.id or story.name)
+        stacks.cancel_stack(rt, TENANT, story.id or story.name)
     stack = story.finish()
     assert stack.stack_status == "DELETE_COMPLETE"
     assert story.entities() == {} and story.records() == {}
@@ -235,7 +235,7 @@ def test_cancel_needs_a_create_or_update_in_progress(story: Story) -> None:
     story.create(template({"A": res("a")}))
     story.finish()
     with pytest.raises(Conflict, match="CREATE_COMPLETE"):
-        sv.cancel_stack(story.rt, TENANT, story.name)
+        stacks.cancel_stack(story.rt, TENANT, story.name)
     assert story.stack().generation == 1
 
 
@@ -246,7 +246,7 @@ def test_if_match_refuses_a_change_the_client_has_not_seen(story: Story) -> None
     with pytest.raises(PreconditionFailed, match="generation 2, not 1"):
         story.update(template({"A": res("a3")}), expected_generation=1)
     with pytest.raises(PreconditionFailed):
-        sv.delete_stack(story.rt, TENANT, story.name, expected_generation=1)
+        stacks.delete_stack(story.rt, TENANT, story.name, expected_generation=1)
     story.update(template({"A": res("a3")}), expected_generation=2)
     stack = story.finish()
     assert stack.generation == 3 and stack.stack_status == "UPDATE_COMPLETE"

@@ -11,12 +11,12 @@ from typing import ClassVar
 
 import pytest
 
-from convergence import services as sv
 from convergence.plugins.heat.test_resource import TestResource
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running
 from convergence.settings import Settings
 
 from .conftest import ADVERSITY
@@ -41,7 +41,7 @@ def story(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Story]:
                       **ADVERSITY[request.param])
 
     def wait(stack_id: str) -> StackView:
-        return sv.wait_for_stack(rt, TENANT, stack_id)
+        return running.wait_for_stack(rt, TENANT, stack_id)
 
     yield Story(rt, "stack", wait)
     assert rt.inprocess is not None and rt.inprocess.errors == []

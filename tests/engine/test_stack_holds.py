@@ -1,5 +1,5 @@
-"""Who counts as live on a stack's work in embedded mode (``services.abandoned``): the process
-holding the stack (``convergence.holds``) while its hold is renewed, and any worker or API
+"""Who counts as live on a stack's work in embedded mode (``running.abandoned``): the process
+holding the stack (``convergence.services.holds``) while its hold is renewed, and any worker or API
 process that sweeps the database while it heartbeats. Work nobody live is on is abandoned:
 a command resumes it. One process and a manual clock tell every case; the stories with real
 processes are in ``tests/cli/test_embedded_liveness.py``.
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from convergence import services
-from convergence.holds import StackHolds
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import API, StackView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running, stacks
+from convergence.services.holds import StackHolds
 from convergence.settings import Settings
 from convergence.workers.heartbeat import worker_info
 
@@ -41,21 +41,21 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 
 
 def _in_progress(rt: Runtime) -> StackView:
-    stack = services.create_stack(rt, "default", "s", textwrap.dedent(SLOW_CREATE))
+    stack = stacks.create_stack(rt, "default", "s", textwrap.dedent(SLOW_CREATE))
     assert stack.stack_status == "CREATE_IN_PROGRESS"
     return stack
 
 
 def test_a_stack_nobody_holds_is_abandoned_until_someone_holds_it(rt: Runtime) -> None:
     stack = _in_progress(rt)
-    assert services.abandoned(rt, stack)  # accepted, and its process went away at once
+    assert running.abandoned(rt, stack)  # accepted, and its process went away at once
     other = StackHolds(rt.store, 30.0, holder="elsewhere:1:aaaa")
     with other.holding(stack.id) as held:
         assert held
-        assert not services.abandoned(rt, stack)
-        with services.holding(rt, stack.id) as mine:
+        assert not running.abandoned(rt, stack)
+        with running.holding(rt, stack.id) as mine:
             assert not mine  # a second process drives it too, without the hold
-    assert services.abandoned(rt, stack)  # let go of (Ctrl-C): at once
+    assert running.abandoned(rt, stack)  # let go of (Ctrl-C): at once
 
 
 def test_a_hold_runs_out_unless_renewed(rt: Runtime) -> None:
@@ -68,12 +68,12 @@ def test_a_hold_runs_out_unless_renewed(rt: Runtime) -> None:
         clock.advance(20.0)
         live.renew()
         clock.advance(20.0)
-        assert not services.abandoned(rt, stack)  # renewed: 40 s on, still held
+        assert not running.abandoned(rt, stack)  # renewed: 40 s on, still held
     with killed.holding(stack.id):  # what a process killed inside this block leaves
         clock.advance(29.0)
-        assert not services.abandoned(rt, stack)
+        assert not running.abandoned(rt, stack)
         clock.advance(2.0)
-        assert services.abandoned(rt, stack)  # it stopped renewing: its hold ran out
+        assert running.abandoned(rt, stack)  # it stopped renewing: its hold ran out
         with live.holding(stack.id) as taken:
             assert taken  # and the next one takes it
 
@@ -84,19 +84,19 @@ def test_a_live_worker_or_api_process_finishes_abandoned_work_itself(rt: Runtime
     assert isinstance(clock, ManualClock)
     with rt.store.begin() as tx:
         tx.heartbeat(worker_info("api-1", API, clock.now()))
-    assert not services.abandoned(rt, stack)  # its sweeper finds the work
+    assert not running.abandoned(rt, stack)  # its sweeper finds the work
     clock.advance(16.0)
-    assert services.abandoned(rt, stack)  # silent for three heartbeats: gone
+    assert running.abandoned(rt, stack)  # silent for three heartbeats: gone
     with rt.store.begin() as tx:
         tx.heartbeat(worker_info("api-1", API, clock.now()))
         tx.stop_worker("api-1")
-    assert services.abandoned(rt, stack)  # stopped
+    assert running.abandoned(rt, stack)  # stopped
 
 
 def test_a_finished_stack_is_never_abandoned(rt: Runtime) -> None:
     stack = _in_progress(rt)
     assert isinstance(rt.clock, ManualClock)
     rt.clock.advance(60.0)
-    done = services.wait_for_stack(rt, "default", stack.id)
+    done = running.wait_for_stack(rt, "default", stack.id)
     assert done.stack_status == "CREATE_COMPLETE"
-    assert not services.abandoned(rt, done)
+    assert not running.abandoned(rt, done)

@@ -18,7 +18,6 @@ import sqlalchemy
 from click.testing import CliRunner
 from sqlalchemy import create_engine
 
-from convergence import services as sv
 from convergence.cli import cli
 from convergence.engine.engine import Engine
 from convergence.engine.sweeper import Sweeper, let_go
@@ -27,6 +26,8 @@ from convergence.ports.clock import ManualClock
 from convergence.ports.views import RUNNING, NewOrphan, StackView
 from convergence.ports.work import NODES, Work
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import operations, stacks
+from convergence.services.running import TERMINAL, wait_for_stack
 from convergence.settings import Settings
 from convergence.store.entity_tables import SqlEntityTables
 
@@ -47,7 +48,7 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 @pytest.fixture
 def story(rt: Runtime) -> Story:
     def wait(stack_id: str) -> StackView:
-        return sv.wait_for_stack(rt, TENANT, stack_id)
+        return wait_for_stack(rt, TENANT, stack_id)
 
     return Story(rt, "stack", wait)
 
@@ -104,7 +105,7 @@ def recover(story: Story) -> StackView:
     the sweeper can find the work (unlike ``wait_for_stack``, which re-offers it itself)."""
     def terminal() -> bool:
         stack = story.stack()
-        return stack.status in sv.TERMINAL and stack.observed_generation == stack.generation
+        return stack.status in TERMINAL and stack.observed_generation == stack.generation
 
     run_until(story.rt, terminal)
     return story.stack()
@@ -397,7 +398,7 @@ def test_a_backend_that_does_not_answer_delays_resources_not_fails_them(
     story.create(layered("v"))
 
     def waiting() -> bool:  # each resource of the first layer tried twice (or the end)
-        return rt.engine.stats.polls >= polls + 8 or story.stack().status in sv.TERMINAL
+        return rt.engine.stats.polls >= polls + 8 or story.stack().status in TERMINAL
 
     polls = rt.engine.stats.polls
     run_until(rt, waiting)
@@ -466,7 +467,7 @@ def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
     assert record.physical_id is not None and record.physical_id != late
     assert sorted(story.entities()) == sorted([late, record.physical_id])
     assert _orphans(rt) == [(record.id, late)]
-    assert sv.store_stats(rt)[2] == 1  # the metrics' gauge
+    assert operations.store_stats(rt)[2] == 1  # the metrics' gauge
     sweeper = Sweeper(rt.engine, 5.0)
     # Someone holds the record: the orphan waits for the lease to be free.
     with rt.store.begin() as tx:
@@ -481,7 +482,7 @@ def test_an_orphan_a_step_made_after_its_lease_was_taken_over_is_removed(
         assert tx.records_by_id([record.id])[record.id].fencing_token == token
     assert story.entities() == {record.physical_id: "x"}
     assert _orphans(rt) == []
-    assert sv.store_stats(rt)[2] == 0
+    assert operations.store_stats(rt)[2] == 0
     assert_no_leases(rt)
     # Its events tell its life: made by the late step, removed by the sweeper.
     removed = [e for e in story.events() if e.physical_resource_id == late]
@@ -554,7 +555,7 @@ def test_a_step_holding_its_resource_through_a_cancel_leaves_nothing_in_progress
         del entities.create
         made.append(entities.create(owner, value, guard=guard))
         # The operator cancels while the step holds the lease: the cancel cannot touch it.
-        stack = sv.cancel_stack(rt, TENANT, story.name, rollback=False)
+        stack = stacks.cancel_stack(rt, TENANT, story.name, rollback=False)
         assert stack.stack_status == "CREATE_FAILED"
         assert story.current()["a"].lease_owner is not None
         return made[0]
@@ -588,7 +589,7 @@ def test_a_poll_or_a_lapsed_watch_in_a_stopped_stack_abandons_the_operation(
                   story.current()["a"].status == "IN_PROGRESS")
         rt.inprocess.drop_pending()
         traversal_id = str(story.stack().traversal_id)
-        sv.cancel_stack(rt, TENANT, story.name, rollback=False)
+        stacks.cancel_stack(rt, TENANT, story.name, rollback=False)
         record = story.current()["a"]
         # What that step's commit leaves: the operation under way, a watch on it.
         with rt.store.begin() as tx:
@@ -647,7 +648,7 @@ def test_a_delete_that_waited_removes_what_a_lost_step_made_meanwhile(
     def die(*args: object, **kwargs: object) -> None:
         raise Died()
 
-    dying._record = die  # type: ignore[method-assign,assignment]
+    dying.recorder.record = die  # type: ignore[method-assign,assignment]
     with pytest.raises(Died):
         dying.run_nodes(traversal_id, [seq])
     [made] = [eid for eid, value in story.entities().items() if value == "x"]
@@ -685,18 +686,19 @@ def test_a_superseded_traversal_makes_no_record_for_a_resource_whose_record_vani
     with rt.store.begin() as tx:
         tx.conn.execute(sqlalchemy.text("DELETE FROM resources WHERE name = 'a'"))
     made_before = story.created_total()
-    make_records = rt.engine._make_records
+    claimer = rt.engine.claimer
+    make_records = claimer.make_records
     newer: list[StackView] = []
 
     def accepted_meanwhile(batch: object, owner: str) -> None:
         newer.append(story.update(template({"a": res("z", update_replace=True)})))
         make_records(batch, owner)  # type: ignore[arg-type]
 
-    rt.engine._make_records = accepted_meanwhile  # type: ignore[method-assign]
+    claimer.make_records = accepted_meanwhile  # type: ignore[method-assign]
     rt.engine.run_nodes(traversal_id, [n for n in range(4)])
     assert newer, "the node did not need a record made"
     assert story.records() == {} and story.created_total() == made_before
-    rt.engine._make_records = make_records  # type: ignore[method-assign]
+    claimer.make_records = make_records  # type: ignore[method-assign]
     assert story.finish().stack_status == "UPDATE_COMPLETE"
     assert [r.id for r in story.records()["a"]] == [story.current()["a"].id]
     assert list(story.entities().values()) == ["z"]

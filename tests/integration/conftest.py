@@ -36,10 +36,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from convergence import services as sv
 from convergence.dispatch.celery_dispatch import CeleryDispatcher
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries, running
 from convergence.settings import Settings
 from convergence.store.migrate import upgrade
 from tests.conftest_services import (
@@ -218,8 +218,8 @@ def story(rt: Runtime, cluster: Cluster) -> Story:
     def wait(stack_id: str) -> StackView:
         deadline = time.monotonic() + WAIT_TIMEOUT
         while True:
-            stack = sv.get_stack(rt, TENANT, stack_id)
-            if stack.status in sv.TERMINAL and stack.observed_generation == stack.generation:
+            stack = queries.get_stack(rt, TENANT, stack_id)
+            if stack.status in running.TERMINAL and stack.observed_generation == stack.generation:
                 return stack
             if time.monotonic() > deadline:
                 pytest.fail(f"stack {stack.name} still {stack.stack_status} after "

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from convergence import webhooks
+from convergence.services import webhooks
 from tests.api.test_stream import TEMPLATE
 from tests.api.test_webhooks import SECRET, Receiver, receiver, subscribe, wait_for
 from tests.integration.conftest import ApiProcess, Cluster, run_api

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from convergence import services as sv
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import queries, running, stacks
 from convergence.settings import Settings
 from convergence.store.migrate import upgrade
 from tests.conftest_services import postgres_url, require_postgres, reset_postgres_schema
@@ -78,7 +78,7 @@ def _record_beside(rt: Runtime, stack_id: str, traversal_id: str, hold: str) -> 
 
 
 def _started(rt: Runtime, name: str, resource: dict[str, object]) -> tuple[str, str]:
-    stack = sv.create_stack(rt, TENANT, name, template({"a": resource}))
+    stack = stacks.create_stack(rt, TENANT, name, template({"a": resource}))
     assert rt.inprocess is not None
     rt.inprocess.drop_pending()
     return stack.id, str(stack.traversal_id)
@@ -91,9 +91,9 @@ def test_a_recording_chosen_as_deadlock_victim_is_recorded_again(rt: Runtime) ->
     outcome = _record_beside(rt, stack_id, traversal_id,
                              "SELECT id FROM traversals WHERE id = :t FOR UPDATE")
     assert not isinstance(outcome, BaseException), outcome
-    finished = sv.wait_for_stack(rt, TENANT, stack_id, timeout=60)
+    finished = running.wait_for_stack(rt, TENANT, stack_id, timeout=60)
     assert finished.stack_status == "CREATE_COMPLETE"
-    record = next(r for r in sv.list_resources(rt, TENANT, "victim") if r.name == "a")
+    record = next(r for r in queries.list_resources(rt, TENANT, "victim") if r.name == "a")
     assert (record.action, record.status, record.lease_owner) == ("CREATE", "COMPLETE", None)
 
 
@@ -116,5 +116,5 @@ def test_recording_a_failure_locks_the_stack_before_the_resources(rt: Runtime) -
     assert not isinstance(outcome, BaseException), outcome
     assert _deadlocks(rt) == before
     rt.dispatcher.dispatch(outcome)  # type: ignore[arg-type]
-    finished = sv.wait_for_stack(rt, TENANT, stack_id, timeout=60)
+    finished = running.wait_for_stack(rt, TENANT, stack_id, timeout=60)
     assert finished.stack_status == "ROLLBACK_COMPLETE"

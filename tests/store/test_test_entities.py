@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from convergence import services as sv
 from convergence.engine.engine import Engine
 from convergence.engine.sweeper import Sweeper
 from convergence.plugins.heat.test_backend import TEST_ENTITIES, TableTestEntities
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
+from convergence.services import running
 from convergence.settings import Settings
 from convergence.store.db import make_engine
 from convergence.store.entity_tables import SqlEntityTables
@@ -81,7 +81,7 @@ def test_two_creates_of_one_resource_that_overlap_end_with_one_entity(pg_rt: Run
     rt = pg_rt
 
     def wait(stack_id: str) -> StackView:
-        return sv.wait_for_stack(rt, TENANT, stack_id)
+        return running.wait_for_stack(rt, TENANT, stack_id)
 
     story = Story(rt, "overlap", wait)
     story.create(template({"a": res("x")}))

@@ -8,10 +8,11 @@ import pytest
 
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import API, WORKER, WorkerInfo, WorkerView
+from convergence.services.operations import list_services
 from convergence.store.db import make_engine
 from convergence.store.migrate import ensure_schema
 from convergence.store.transactions import Store
-from convergence.workers.heartbeat import Heartbeat, list_services
+from convergence.workers.heartbeat import Heartbeat
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ it (``Tx.hold_stack``): a row with a deadline ``seconds`` ahead, renewed every t
 from a daemon thread, so a process busy in a long step still renews. Leaving the block lets
 go; a process killed with SIGKILL simply stops renewing, and its hold runs out.
 
-Used by ``convergence.services`` (:func:`~convergence.services.holding`), one
-:class:`StackHolds` per runtime.
+Callers: ``convergence.runtime.open_runtime`` builds one :class:`StackHolds` per runtime
+(``Runtime.holds``); ``convergence.services.running.holding`` holds a stack with it while
+this process drives the stack's work (the CLI's embedded mode: ``convergence.cli.progress``).
 """
 
 from __future__ import annotations

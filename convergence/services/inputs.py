@@ -1,9 +1,10 @@
 """What a stack was made from, as Heat shows it: its template's description, and the value of
 every parameter (defaults included, hidden ones masked, Heat's pseudo-parameters added).
 
-Callers: ``convergence.api.stacks`` (stack show), ``convergence.api.stack_extras`` (the stack
-list) and the CLI's embedded client (``convergence.cli.local``), so that both modes and the
-API answer alike.
+Callers: ``convergence.api.stacks`` (stack show, a stack's template), ``convergence.api.
+stack_extras`` (the stack list, environment, files, metadata), ``convergence.api.actions`` (the
+create preview's parameters) and the CLI's embedded client (``convergence.cli.local``), so that
+both modes and the API answer alike.
 
 A stack list reads the descriptions kept beside the templates (one short column, one query for
 the whole page), not the template bodies; only templates stored before that column existed are

@@ -1,6 +1,7 @@
 """Previews: what a create or an update would do, computed without changing anything.
 
-Callers: ``convergence.api.actions`` (``POST /stacks/preview``, ``PUT|PATCH .../preview``).
+Callers: ``convergence.api.actions`` (``POST /stacks/preview``, ``PUT|PATCH .../preview``) and
+the CLI's embedded client (``stack create|update --dry-run``, ``convergence.cli.local``).
 The classification of an update (:func:`classify_changes`) is pure: the current records and
 the desired resources in, one bucket per resource out (Heat's ``resource_changes``), deciding
 each resource the way the engine's converge step does (``engine.decide.decide_converge`` with
@@ -15,13 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from convergence.admission import check_content, check_stack_name
 from convergence.engine.decide import Action, Desired, Observed, decide_converge
 from convergence.engine.definitions import build_definition
 from convergence.engine.stackdata import RecordData
-from convergence.errors import Conflict, NotFound
+from convergence.errors import Conflict
 from convergence.ports.views import RecordView, StackView, TemplateContent
-from convergence.services import requested_content
+from convergence.services.admission import check_content, check_stack_name
+from convergence.services.heat_shapes import current_records
+from convergence.services.queries import stack_or_404
+from convergence.services.templates import requested_content
 from convergence.template import (
     StackDefinition,
     StackIdentity,
@@ -226,12 +229,7 @@ class UpdatePreview:
 
 def heads_of(records: Sequence[RecordView]) -> dict[str, RecordView]:
     """One record per name: the one the stack uses (not one being replaced)."""
-    best: dict[str, RecordView] = {}
-    for r in records:
-        held = best.get(r.name)
-        if held is None or (r.replaced_by is None, r.id) > (held.replaced_by is None, held.id):
-            best[r.name] = r
-    return best
+    return {r.name: r for r in current_records(records)}
 
 
 def preview_update(rt: Runtime, tenant: str, name_or_id: str, template: str | None, *,
@@ -242,12 +240,10 @@ def preview_update(rt: Runtime, tenant: str, name_or_id: str, template: str | No
     """What an update with this input would do to each resource; nothing is changed.
 
     ``existing`` (PATCH): the current template, environment and parameters, with what is
-    given on top, as ``services.update_stack`` does.
+    given on top, as ``convergence.services.stacks.update_stack`` does.
     """
     with rt.store.read() as tx:
-        stack = tx.find_stack(tenant, name_or_id)
-        if stack is None:
-            raise NotFound(f"The Stack ({name_or_id}) could not be found.")
+        stack = stack_or_404(tx, tenant, name_or_id)
         current = tx.template(stack.template_id) if stack.template_id else None
         records = tx.records(stack.id)
     content = requested_content(current, template, files, environments, parameters,

@@ -1,9 +1,11 @@
 """What a request must be before it is looked at further: a stack name Heat accepts, and input
 within the size limits.
 
-Callers: the use cases that take new input (``convergence.services``: create, update and
-validate; ``convergence.preview``), so that the API and the CLI's embedded mode refuse the same
-things, before anything is parsed or stored. Refusals are ``TemplateError`` (user input), which
+Callers: the use cases that take new input (``convergence.services.templates``: create,
+update and validate; ``convergence.services.preview``; ``convergence.services.stacks``: a new
+stack's name), the API's validate route and the CLI's ``template validate`` (the limits,
+:class:`SizeLimits`), so that the API and the CLI's embedded mode refuse the same things,
+before anything is parsed or stored. Refusals are ``TemplateError`` (user input), which
 the API answers 400 ``StackValidationFailed``, or 413 ``RequestLimitExceeded`` for a size, and
 the CLI prints with exit code 1.
 

@@ -1,18 +1,26 @@
 """Pages of a tenant's stack list: Heat's filters, sort keys, marker and limit.
 
 Callers: ``convergence.api.stack_extras`` (``GET /stacks``, which reads the query string into
-a :class:`StackQuery`) and the CLI's embedded backend (``stack list``), so that the list pages
-alike in both modes. A tenant's stacks are few enough to be listed whole and cut here.
+a ``convergence.heat_fields.StackQuery``) and the CLI's embedded client (``stack list``,
+``convergence.cli.local``) call :func:`stack_page`, so that the list pages alike in both
+modes. A tenant's stacks are few enough to be listed whole (one read) and cut here
+(:func:`page`). The query itself is in ``convergence.heat_fields``, which the CLI's remote
+mode reads too without loading the use cases.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from convergence.errors import InvalidParameter, NotFound
+from convergence.heat_fields import StackQuery
 from convergence.ports.views import StackView
+from convergence.services.queries import list_stacks
+
+if TYPE_CHECKING:
+    from convergence.runtime import Runtime
 
 # Heat's sort keys, and the names of the columns they come from.
 SORT_KEYS: dict[str, Callable[[StackView], Any]] = {
@@ -21,19 +29,6 @@ SORT_KEYS: dict[str, Callable[[StackView], Any]] = {
     "creation_time": lambda s: s.created_at, "created_at": lambda s: s.created_at,
     "updated_time": lambda s: s.updated_at, "updated_at": lambda s: s.updated_at,
 }
-FILTER_KEYS = ("id", "name", "status", "action")
-
-
-@dataclass(frozen=True, slots=True)
-class StackQuery:
-    """One page of the stack list. A filter given several values matches any of them."""
-
-    filters: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    sort_keys: Sequence[str] = ("creation_time",)
-    descending: bool = True  # Heat's default: the newest first
-    marker: str | None = None  # the page starts after this stack id
-    limit: int | None = None
-    include_deleted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +71,8 @@ def page(stacks: Sequence[StackView], query: StackQuery) -> StackPage:
         more = len(found) > query.limit
         found = found[:query.limit]
     return StackPage(found, count, more)
+
+
+def stack_page(rt: Runtime, tenant: str, query: StackQuery) -> StackPage:
+    """The page of the tenant's stack list ``query`` asks for (one read of the list)."""
+    return page(list_stacks(rt, tenant, include_deleted=query.include_deleted), query)

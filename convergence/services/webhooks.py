@@ -1,9 +1,11 @@
-"""Notification webhooks: stack events POSTed, signed, to the tenants' subscribed URLs.
+"""Notification webhooks: the tenants' subscriptions, and stack events POSTed, signed, to
+their URLs.
 
-Callers: ``convergence.api.subscriptions`` (the subscriptions API, and :func:`install`, which
-runs a :class:`Deliverer` thread while the app is up and wakes it from ``Engine.on_events``);
-the worker's app (``convergence.workers.app``) runs :func:`deliver_task` as the Celery task
-:data:`TASK_NAME`.
+Callers: ``convergence.api.subscriptions`` (the subscriptions API calls the use cases of
+:func:`create_subscription` and its neighbours, and builds the app's :class:`Deliverer`, which
+``convergence.api.app`` runs while the app is up and wakes as one of the engine's observers,
+``Engine.observers``); the worker process (``convergence.workers.app`` and ``process``) runs
+:func:`deliver_task` as the Celery task :data:`TASK_NAME`.
 
 Everything goes through the store, so a crash loses nothing:
 
@@ -36,7 +38,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -51,6 +53,9 @@ from convergence.ports.views import (
 )
 from convergence.settings import Settings
 
+if TYPE_CHECKING:
+    from convergence.runtime import Runtime
+
 log = logging.getLogger(__name__)
 
 TASK_NAME = "convergence.webhooks.deliver"
@@ -61,6 +66,42 @@ BATCH = 50
 TIMEOUT_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 3600.0
 _EVENT_NAMESPACE = uuid.UUID("6f1c2a53-2b8e-4d55-9a57-0c2f4e0f9b11")
+
+
+# Subscriptions -------------------------------------------------------------------------------
+
+def create_subscription(rt: Runtime, tenant: str, url: str, events: Sequence[str],
+                        stack_id: str | None, secret: str) -> SubscriptionView:
+    """Subscribe ``url`` to the tenant's stack events of the types ``events`` names (exact
+    names or globs: :func:`valid_pattern`), of one stack or (``stack_id`` None) all."""
+    with rt.store.begin() as tx:
+        return tx.insert_subscription(str(uuid.uuid4()), tenant, url, list(events), stack_id,
+                                      secret)
+
+
+def list_subscriptions(rt: Runtime, tenant: str) -> list[SubscriptionView]:
+    with rt.store.read() as tx:
+        return tx.subscriptions(tenant)
+
+
+def get_subscription(rt: Runtime, tenant: str, sub_id: str) -> SubscriptionView | None:
+    """The tenant's subscription (None: no such subscription of this tenant)."""
+    with rt.store.read() as tx:
+        return tx.subscription(tenant, sub_id)
+
+
+def subscription_deliveries(rt: Runtime, tenant: str, sub_id: str) -> list[DeliveryView] | None:
+    """The delivery log of the tenant's subscription (None: no such subscription)."""
+    with rt.store.read() as tx:
+        if tx.subscription(tenant, sub_id) is None:
+            return None
+        return tx.deliveries(sub_id)
+
+
+def delete_subscription(rt: Runtime, tenant: str, sub_id: str) -> bool:
+    """Remove the tenant's subscription; False when it has none of that id."""
+    with rt.store.begin() as tx:
+        return tx.delete_subscription(tenant, sub_id)
 
 
 # Naming and signing ------------------------------------------------------------------------

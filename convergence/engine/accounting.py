@@ -1,0 +1,105 @@
+"""Counting a batch off its traversal: nodes done or failed, successors released, rollback.
+
+Called by the recorder (:mod:`convergence.engine.recording`), inside the transaction that
+recorded the batch's results, for a traversal that is still the stack's current one; the
+rollback functions are also called by the conclusion (:mod:`convergence.engine.conclusion`)
+for a traversal that finished failed. Locks are taken in the order every transaction keeps:
+the stack (when a failure may roll it back), the resources (successors claimed for the next
+inline batch), the nodes, and the traversal's row last (its counters).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from convergence.engine.claim import Batch, Claimer
+from convergence.engine.context import EngineContext
+from convergence.engine.step import DONE, FAILED, PENDING, RELEASED, RETRY, StepResult
+from convergence.engine.traversals import begin_rollback, stack_event
+from convergence.ports.store import Tx
+from convergence.ports.views import DONE as DONE_STATE
+from convergence.ports.views import FAILED as FAILED_STATE
+from convergence.ports.views import TRAVERSAL_FAILED, StackView, TraversalView
+from convergence.ports.work import FINISH, NODES, PLAN, Work, batches
+
+
+def rolls_back(stack: StackView, trav: TraversalView) -> bool:
+    """Whether a failure of this traversal rolls the stack back (as the stack asks)."""
+    return not stack.disable_rollback and trav.action in ("CREATE", "UPDATE")
+
+
+def roll_back(tx: Tx, stack: StackView, trav: TraversalView, failure: str) -> list[Work]:
+    """The traversal failed: say so, then start the rollback that supersedes it."""
+    locked = tx.stack(stack.id, lock=True)  # a request committed since is not overruled
+    if locked is None or locked.traversal_id != trav.id:
+        return []
+    reason = f"Resource {trav.action} failed: {failure}"
+    tx.end_traversal(trav.id, TRAVERSAL_FAILED)
+    tx.update_stack(stack.id, status="FAILED", status_reason=reason,
+                    observed_generation=trav.generation)
+    tx.add_events(stack.id, trav.id, trav.generation, [
+        stack_event(stack, trav.action, "FAILED", reason)])
+    failed = tx.stack(stack.id)
+    assert failed is not None
+    rollback = begin_rollback(tx, failed, f"Rolling back: {reason}")
+    return [Work(PLAN, rollback)]
+
+
+class Accountant:
+    """Counts batches off the traversals of one engine (see the module's docstring)."""
+
+    def __init__(self, ctx: EngineContext, claimer: Claimer) -> None:
+        self.ctx = ctx
+        self.claimer = claimer
+
+    def account(self, tx: Tx, trav: TraversalView, stack: StackView,
+                results: list[StepResult], owner: str,
+                go_on: bool) -> tuple[list[Work], Batch | None]:
+        """Nodes done or failed, successors released, the traversal's counters; a failure
+        rolls back at once when the stack asks for it. Returns the follow-up work and, when
+        ``go_on``, the next batch: released successors already claimed for ``owner``."""
+        ctx = self.ctx
+        follow: list[Work] = []
+        done: list[int] = []
+        failed: list[int] = []
+        released: list[int] = []
+        failure = ""
+        for r in results:
+            if r.outcome == DONE:
+                done.append(r.seq)
+            elif r.outcome == RELEASED:
+                released.append(r.seq)
+            elif r.outcome == FAILED:
+                failed.append(r.seq)
+                failure = failure or r.reason
+            elif r.outcome in (PENDING, RETRY):
+                ctx.stats.polls += 1
+                delay = min(max(r.delay, 0.0), ctx.max_poll_delay)
+                follow.append(Work(NODES, trav.id, (r.seq,), delay, r.changes[0].token
+                                   if r.changes else None))
+        finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
+        done = [n.seq for n in finished_nodes]
+        failed = [n.seq for n in tx.finish_nodes(trav.id, failed, FAILED_STATE)]
+        if failed and rolls_back(stack, trav):
+            return roll_back(tx, stack, trav, failure), None
+        successors: Counter[int] = Counter()
+        for node in finished_nodes:
+            successors.update(node.successors)
+        ready = tx.release_successors(trav.id, successors)
+        skipped = tx.skip_descendants(trav.id, failed) if failed else 0
+        nxt: Batch | None = None
+        if go_on and ready:
+            # Claimed before the traversal's row is counted: resources before the traversal,
+            # the order every transaction locks them in. (Released nodes are not done: a
+            # traversal with ready ones is not finished.)
+            take, ready = ready[:ctx.batch_size], ready[ctx.batch_size:]
+            nxt = self.claimer.prepare(tx, trav, stack, tx.nodes(trav.id, take), owner,
+                                       inline=True)
+        finished = False
+        if done or failed or skipped:
+            remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
+            finished = remaining <= 0
+        follow.extend(batches(trav.id, ready + released, ctx.batch_size))
+        if finished:
+            follow.append(Work(FINISH, trav.id))
+        return follow, nxt

@@ -1,0 +1,90 @@
+"""Planning a traversal: the records it converges, its graph of nodes, the first work.
+
+Called by :meth:`Engine.plan <convergence.engine.engine.Engine.plan>` (a ``plan`` work item:
+the dispatchers, the sweeper re-planning a stalled traversal, the engine's own rollback). One
+transaction, under the stack's lock: the records the target wants are chosen (an earlier
+version made current again for a rollback, a new one made for each missing resource), the
+graph is built (:func:`convergence.graph.plan.build_plan`) and stored, and the ready nodes go
+out as the first batches.
+"""
+
+from __future__ import annotations
+
+from convergence.engine.context import EngineContext, policies
+from convergence.graph.plan import RecordInfo, build_plan, choose_records
+from convergence.ports.store import Tx
+from convergence.ports.views import PLANNING, RUNNING, RecordOutline
+from convergence.ports.work import FINISH, Work, batches
+from convergence.template import TemplateError
+
+FIRST_BATCH = 8
+
+
+def _info(r: RecordOutline) -> RecordInfo:
+    # COMPLETE: no operation under way either (a pending one is IN_PROGRESS).
+    intact = r.status == "COMPLETE" and r.action not in ("INIT", "DELETE")
+    return RecordInfo(r.id, r.name, r.requires, r.replaced_by, r.template_id, intact)
+
+
+class Planner:
+    """Plans traversals of one engine (see the module's docstring)."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+
+    def plan(self, traversal_id: str) -> list[Work]:
+        """Plan a traversal once; planning again (a duplicate message) re-offers ready nodes.
+        A plan the database picked as a deadlock's victim is made again at once."""
+        return self.ctx.store.transact(lambda tx: self._plan_in(tx, traversal_id))
+
+    def _plan_in(self, tx: Tx, traversal_id: str) -> list[Work]:
+        batch_size = self.ctx.batch_size
+        found = tx.traversal(traversal_id)
+        if found is None:
+            return []
+        # The stack is locked first (the order every transaction keeps), for as long as the
+        # plan makes records: a newer request is accepted before this plan or after it, never
+        # while it runs, so two plans never make a record each for one resource.
+        stack = tx.stack(found.stack_id, lock=True)
+        if stack is None or stack.traversal_id != traversal_id:
+            return []
+        # Locked: two copies of the plan message must not both plan.
+        trav = tx.traversal(traversal_id, lock=True)
+        if trav is None:
+            return []
+        if trav.state == RUNNING:
+            return list(batches(trav.id, tx.ready_nodes(trav.id), batch_size))
+        if trav.state != PLANNING:
+            return []
+        try:
+            definition = self.ctx.definitions.get(trav.template_id, tx.template) \
+                if trav.template_id else None
+        except TemplateError as exc:
+            # Stored content is validated when accepted; a change of plugins since can
+            # still make it invalid, and that is the traversal's failure, not a crash.
+            tx.start_running(trav.id, 0)
+            tx.count_done(trav.id, 0, 0, f"the template is no longer valid: {exc}")
+            return [Work(FINISH, trav.id)]
+        infos = [_info(r) for r in tx.record_outlines(stack.id)]
+        wanted = dict(definition.dependencies) if definition else {}
+        chosen = choose_records(infos, trav.template_id)
+        heads = {i.name: i.id for i in infos if i.replaced_by is None}
+        # An earlier version the target wants as it is becomes current again (rollback).
+        # (Its replacement may be gone already, deleted by a traversal since.)
+        tx.restore_records([(info.id, heads.get(info.name)) for info in chosen.values()
+                            if info.replaced_by is not None])
+        current = {name: r.id for name, r in chosen.items() if name in wanted}
+        missing = [(name, definition.resource_types[name]) for name in wanted
+                   if name not in current] if definition else []
+        current.update(tx.insert_records(stack.id, missing, policies(definition, missing)))
+        plan = build_plan(wanted, current, infos)
+        tx.insert_nodes(trav.id, plan.nodes)
+        tx.start_running(trav.id, len(plan.nodes))
+        ready = sorted(plan.ready)
+        if not plan.nodes:
+            return [Work(FINISH, traversal_id)]
+        # A small first batch (run inline by the planner's worker) gets the first results out
+        # at once; the rest go in full batches to whoever is free.
+        first = ready[:FIRST_BATCH]
+        return [*batches(traversal_id, first, batch_size),
+                *batches(traversal_id, ready[FIRST_BATCH:], batch_size)]
