@@ -13,7 +13,7 @@ its leases (``convergence.workers.process``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from convergence.ports.work import Work
@@ -22,4 +22,17 @@ from convergence.ports.work import Work
 class Dispatcher(Protocol):
     def dispatch(self, work: Sequence[Work]) -> None:
         """Queue work; called only after the transaction that made it ready has committed."""
+        ...
+
+
+class LocalDispatcher(Dispatcher, Protocol):
+    """A dispatcher whose queue this process runs (embedded mode): a caller waiting for a
+    request's end drives it here instead of waiting for a worker."""
+
+    def pending(self) -> int:
+        """How many work items are queued."""
+        ...
+
+    def run(self, until: Callable[[], bool] | None = None) -> bool:
+        """Run queued work until ``until()`` holds or nothing is left; True if it held."""
         ...

@@ -1,11 +1,10 @@
 """The store as the engine and the use cases see it: one protocol per aggregate.
 
 Callers: the engine (``convergence.engine``: planning, batches of steps, leases, the sweeper,
-orphans), the use cases (``convergence.services``, ``convergence.holds``,
-``convergence.webhooks``), the worker heartbeats (``convergence.workers.heartbeat``) and the
-API's reads, all through ``Runtime.store``. Implemented by ``convergence.store``
-(``store/transactions.py``: SQLAlchemy, on PostgreSQL or SQLite), which ``convergence.runtime``
-builds; nothing above the ports imports it.
+orphans), the use cases (``convergence.services``: stacks, queries, holds, webhooks), the
+worker heartbeats (``convergence.workers.heartbeat``), all through ``Runtime.store``.
+Implemented by ``convergence.store`` (``store/transactions.py``: SQLAlchemy, on PostgreSQL or
+SQLite), which ``convergence.runtime`` builds; nothing above the ports imports it.
 
 A :class:`Store` opens transactions; a :class:`Tx` is every aggregate's part of one
 transaction: stacks and templates, traversals, nodes (a plan and its counters), records and

@@ -182,7 +182,7 @@ class NodeOutcome:
     record_id: int | None = None  # a converge node whose record changed (a replacement)
 
 
-# notification webhooks (convergence.webhooks) -----------------------------------------------
+# notification webhooks (convergence.services.webhooks) ---------------------------------------
 @dataclass(frozen=True, slots=True)
 class SubscriptionView:
     id: str

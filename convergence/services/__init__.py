@@ -4,9 +4,10 @@ read) on the runtime's store, taking plain input and returning plain data or the
 Callers: ``convergence.api`` (the routes), ``convergence.cli`` (the embedded client,
 ``convergence.cli.local``, and the commands that drive work in this process), the worker
 process (``convergence.workers``: the webhook delivery task) and the tests. This package
-imports the engine and the ports, never the store, the dispatchers or the runtime (``Runtime``
-is named under ``if TYPE_CHECKING:`` only). Errors in user input leave as ``TemplateError``
-with every problem and its path; the other refusals are ``convergence.errors``'s.
+imports the engine and the ports, never the store, the dispatchers or the runtime: the use
+cases are written against the :class:`~convergence.services.context.Runtime` protocol. Errors
+in user input leave as ``TemplateError`` with every problem and its path; the other refusals
+are ``convergence.errors``'s.
 
 Modules, by what they hold:
 

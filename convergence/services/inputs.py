@@ -23,7 +23,7 @@ from convergence.template import StackDefinition, TemplateError, load_document
 from convergence.template.parameters import BOOLEAN, COMMA_DELIMITED_LIST, JSON
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 HIDDEN = "******"  # what Heat shows of a hidden parameter's value
 

@@ -16,7 +16,7 @@ from convergence.ports.store import Store
 from convergence.ports.views import WorkerView
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 RETENTION_SECONDS = 86400.0  # workers silent for longer than this are no longer listed
 

@@ -20,7 +20,7 @@ from convergence.ports.views import StackView
 from convergence.services.queries import list_stacks
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 # Heat's sort keys, and the names of the columns they come from.
 SORT_KEYS: dict[str, Callable[[StackView], Any]] = {

@@ -35,7 +35,7 @@ from convergence.template import (
 from convergence.template.properties import with_defaults
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 ADDED, UPDATED, REPLACED, DELETED, UNCHANGED = (
     "added", "updated", "replaced", "deleted", "unchanged")

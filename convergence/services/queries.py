@@ -21,7 +21,7 @@ from convergence.ports.views import EventView, RecordView, StackView
 from convergence.services.heat_shapes import current_records, export_blob
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 
 # Finding the stack a request names -------------------------------------------------------------

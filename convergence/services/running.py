@@ -19,7 +19,7 @@ from convergence.ports.views import API, WORKER, StackView
 from convergence.services.queries import get_stack
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 TERMINAL = ("COMPLETE", "FAILED")
 """The statuses a stack's request ends in."""

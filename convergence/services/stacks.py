@@ -32,7 +32,7 @@ from convergence.services.templates import (
 )
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from convergence.template import (
 )
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 
 def default_catalog() -> PluginRegistry:

@@ -54,7 +54,7 @@ from convergence.ports.views import (
 from convergence.settings import Settings
 
 if TYPE_CHECKING:
-    from convergence.runtime import Runtime
+    from convergence.services.context import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Callers: composed into ``transactions.Tx``; reached through the ports' ``Events`` protocol.
 The engine, the sweeper and the services record events (``add_events``); the event streams
 read them after an id (``events``, ``project_events``); Heat's event list reads pages
-(``event_page``: ``convergence.services.list_events``, for the API's ``GET .../events`` and
+(``event_page``: ``convergence.services.queries.list_events``, for the API's ``GET .../events`` and
 ``.../resources/{name}/events``, and the CLI's ``event list``).
 
 A page is answered by one indexed query. What the caller asks for is an

@@ -1,7 +1,7 @@
 """Holds on stacks: which process is driving a stack's work in embedded mode, until when.
 
 Callers: composed into ``transactions.Tx``; reached through the ports' ``Holds`` protocol by
-:mod:`convergence.holds` (the process that runs a stack's traversal on its own in-process
+:mod:`convergence.services.holds` (the process that runs a stack's traversal on its own in-process
 dispatcher takes and renews the hold) and ``convergence.services`` (a command that finds the
 stack in progress asks whether anyone live still holds it before resuming it).
 

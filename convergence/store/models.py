@@ -255,8 +255,8 @@ class TestEntityRow(Base):
 
 
 class SubscriptionRow(Base):
-    """A tenant's notification webhook (``convergence.webhooks``): which event types of which
-    stacks (all the tenant's when ``stack_id`` is None) to POST to ``url``, signed with
+    """A tenant's notification webhook (``convergence.services.webhooks``): which event types
+    of which stacks (all the tenant's when ``stack_id`` is None) to POST to ``url``, signed with
     ``secret``. ``last_event_id``: the ``events`` id up to which deliveries were recorded."""
 
     __tablename__ = "subscriptions"

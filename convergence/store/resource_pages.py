@@ -40,7 +40,7 @@ PostgreSQL ``ix_resources_requires``, a GIN index on ``requires`` as ``jsonb``; 
 
 ``nested_depth`` is carried for the nested stacks to come: no resource type owns a nested
 stack yet, so a listing at any depth is the stack's own resources (see
-``services.resource_chunks``).
+``convergence.services.queries.resource_chunks``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Notification webhooks: subscriptions, and the deliveries fanned out to them.
 
-Callers: composed into ``transactions.Tx``; reached through the ports' ``Webhooks`` protocol by
-``convergence.webhooks`` (fan-out: stack-level events become deliveries, each subscription's
-cursor moved past them in the same transaction; delivery: due rows claimed by a
+Callers: composed into ``transactions.Tx``; reached through the ports' ``Webhooks`` protocol
+by ``convergence.services.webhooks`` (fan-out: stack-level events become deliveries, each
+subscription's cursor moved past them in the same transaction; delivery: due rows claimed by a
 compare-and-swap on their due time) and the subscriptions API (``convergence.api``).
 """
 
