@@ -8,6 +8,7 @@ statement per chunk of nodes, which keeps a traversal linear in its resources.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,12 +25,25 @@ _COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "sta
 
 class NodeQueries(TxPart):
     def insert_nodes(self, traversal_id: str, nodes: Sequence[NewNode]) -> None:
-        rows: list[dict[str, Any]] = [
-            {"traversal_id": traversal_id, "seq": n.seq, "record_id": n.record_id,
-             "name": n.name, "phase": n.phase, "pending": n.pending,
-             "state": READY if n.pending == 0 else WAITING,
-             "successors": list(n.successors), "updated_at": self.now} for n in nodes]
-        dialect.bulk_insert(self.conn, T_NODE, rows, _COLUMNS)
+        now = self.now
+        stamp = repr(now)
+
+        def row(n: NewNode) -> dict[str, Any]:
+            return {"traversal_id": traversal_id, "seq": n.seq, "record_id": n.record_id,
+                    "name": n.name, "phase": n.phase, "pending": n.pending,
+                    "state": READY if n.pending == 0 else WAITING,
+                    "successors": list(n.successors), "updated_at": now}
+
+        def line(n: NewNode) -> str:
+            # Written field by field, no per-value dispatch: a 10,000-resource plan is 20,000
+            # lines, and a generic formatter cost a third of the plan's transaction.
+            return "\t".join((
+                traversal_id, str(n.seq), "\\N" if n.record_id is None else str(n.record_id),
+                dialect.copy_text(n.name), n.phase, str(n.pending),
+                READY if n.pending == 0 else WAITING,
+                json.dumps(list(n.successors), separators=(",", ":")), stamp))
+
+        dialect.bulk_insert(self.conn, T_NODE, nodes, _COLUMNS, row=row, line=line)
 
     def nodes(self, traversal_id: str, seqs: Iterable[int]) -> list[NodeView]:
         out: list[NodeView] = []
