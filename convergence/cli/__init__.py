@@ -32,6 +32,7 @@ _PKG = "convergence.cli"
                  "event": f"{_PKG}.groups:event", "output": f"{_PKG}.groups:output",
                  "resource": f"{_PKG}.groups:resource",
                  "services": f"{_PKG}.services_cmd:services",
+                 "simcloud": f"{_PKG}.simcloud_cmd:simcloud",
                  "stack": f"{_PKG}.groups:stack", "template": f"{_PKG}.template_cmd:template",
                  "worker": f"{_PKG}.worker_cmd:worker",
              })

@@ -21,9 +21,9 @@ PACKAGE = ROOT / "convergence"
 ROOMS = {
     "sqlalchemy": {"store"},
     "celery": {"dispatch", "workers"},
-    "fastapi": {"api"},
+    "fastapi": {"api", "simcloud"},
     "click": {"cli"},
-    "openstack": {"plugins"},
+    "openstack": {"plugins", "simcloud"},
 }
 
 

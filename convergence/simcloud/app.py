@@ -1,0 +1,48 @@
+"""The simulated cloud's ASGI app: each service's routes mounted at its prefix.
+
+Callers: ``convergence.simcloud.serve`` serves :func:`create_app` with uvicorn (the CLI's
+``convergence simcloud`` and the tests' in-process server). Keystone is at ``/v3`` (its
+version list also at ``/``); the prefixes of the services to come are in
+``convergence.simcloud.catalog.PREFIXES`` (``/compute/v2.1``, ``/network``, ``/volume/v3``,
+``/image``): a service module exposes an ``APIRouter`` and is included here. A
+:class:`~convergence.simcloud.context.CloudError` becomes the error body of the service that
+raised it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from convergence.simcloud import identity
+from convergence.simcloud.catalog import PREFIXES
+from convergence.simcloud.context import CloudError
+from convergence.simcloud.state import SimCloud
+
+
+def error_body(error: CloudError) -> dict[str, Any]:
+    """The error body of ``error.service`` (Keystone's for identity and, until the other
+    services bring their own formats, for everything)."""
+    return {"error": {"code": error.status, "title": error.title, "message": error.message}}
+
+
+def create_app(cloud: SimCloud) -> FastAPI:
+    app = FastAPI(title="convergence simcloud", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.cloud = cloud
+
+    @app.exception_handler(CloudError)
+    async def cloud_error(_: Request, exc: CloudError) -> JSONResponse:
+        return JSONResponse(error_body(exc), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        error = CloudError(400, "Bad Request", str(exc.errors()))
+        return JSONResponse(error_body(error), status_code=400)
+
+    app.add_api_route("/", identity.versions, methods=["GET"])
+    app.include_router(identity.router, prefix=PREFIXES["identity"])
+    return app

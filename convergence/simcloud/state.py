@@ -1,0 +1,207 @@
+"""The simulated cloud's state: one thread-safe, in-memory object, optionally saved as JSON.
+
+Callers: ``convergence.simcloud.app`` keeps one :class:`SimCloud` on the ASGI app; the service
+modules (``identity`` now; ``compute``, ``network``, ``volume``, ``image`` later) read and change
+it under :meth:`SimCloud.locked` and call :meth:`SimCloud.changed` after a change, which saves
+the file (``--state FILE``) when one is set; ``convergence.simcloud.serve`` saves it once more
+at shutdown. Time is the ``convergence.ports.clock.Clock`` it is given (tests pass a
+``ManualClock`` and move it instead of sleeping). Identity lives in plain tables (domains,
+users, projects, roles, assignments, application credentials, tokens); the other services keep
+their objects in :attr:`SimCloud.objects` by kind (``"server"``, ``"network"``...), each a JSON
+object with at least ``id`` and ``project_id``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convergence.ports.clock import Clock, SystemClock
+from convergence.simcloud.seed import DEFAULT_DOMAIN, DEFAULT_DOMAIN_ID, Seed
+
+Record = dict[str, Any]
+TABLES = ("domains", "users", "projects", "roles", "assignments", "application_credentials",
+          "tokens", "objects")
+
+
+@dataclass
+class Options:
+    """How the cloud behaves (not saved: given at each start)."""
+
+    token_lifetime: float = 3600.0  # seconds a token is valid
+    build_seconds: float = 1.0  # how long a server stays in BUILD (used by compute)
+    region: str = "RegionOne"
+    state_file: Path | None = None
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class SimCloud:
+    """All the cloud's state. Read and change it only under :meth:`locked`."""
+
+    def __init__(self, seed: Seed | None = None, options: Options | None = None,
+                 clock: Clock | None = None) -> None:
+        self.options = options or Options()
+        self.clock: Clock = clock or SystemClock()
+        self._lock = threading.RLock()
+        self.tables: dict[str, Any] = {name: {} for name in TABLES}
+        self.tables["assignments"] = []
+        if self.options.state_file is not None and self.options.state_file.exists():
+            self._load(self.options.state_file)
+        self.apply_seed(seed or Seed())
+
+    # -- access ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[SimCloud]:
+        with self._lock:
+            yield self
+
+    def table(self, name: str) -> dict[str, Record]:
+        found: dict[str, Record] = self.tables[name]
+        return found
+
+    @property
+    def objects(self) -> dict[str, dict[str, Record]]:
+        """The services' objects: kind -> id -> object."""
+        found: dict[str, dict[str, Record]] = self.tables["objects"]
+        return found
+
+    def kind(self, kind: str) -> dict[str, Record]:
+        return self.objects.setdefault(kind, {})
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    # -- identity lookups --------------------------------------------------------------------
+
+    def find(self, table: str, *, name: str | None = None, id: str | None = None,
+             domain_id: str | None = None) -> Record | None:
+        rows = self.table(table)
+        if id is not None:
+            return rows.get(id)
+        for row in rows.values():
+            if row.get("name") == name and (domain_id is None or
+                                             row.get("domain_id", domain_id) == domain_id):
+                return row
+        return None
+
+    def domain_id(self, ref: dict[str, Any] | None) -> str | None:
+        """The id of the domain ``{"id": ...}`` or ``{"name": ...}`` names (None: unknown)."""
+        if not ref:
+            return DEFAULT_DOMAIN_ID
+        found = self.find("domains", id=ref.get("id"), name=ref.get("name"))
+        return None if found is None else str(found["id"])
+
+    def roles_of(self, user_id: str, project_id: str) -> list[Record]:
+        ids = [a["role_id"] for a in self.tables["assignments"]
+               if a["user_id"] == user_id and a["project_id"] == project_id]
+        return [self.table("roles")[i] for i in ids if i in self.table("roles")]
+
+    def projects_of(self, user_id: str) -> list[Record]:
+        ids = {a["project_id"] for a in self.tables["assignments"] if a["user_id"] == user_id}
+        return [p for i, p in self.table("projects").items() if i in ids]
+
+    # -- seeding -----------------------------------------------------------------------------
+
+    def apply_seed(self, seed: Seed) -> None:
+        """Add what the seed names and the state lacks (matched by name)."""
+        with self._lock:
+            domains = self.table("domains")
+            domains.setdefault(DEFAULT_DOMAIN_ID, {"id": DEFAULT_DOMAIN_ID,
+                                                   "name": DEFAULT_DOMAIN, "enabled": True})
+            for role in seed.roles:
+                if self.find("roles", name=role) is None:
+                    rid = new_id()
+                    self.table("roles")[rid] = {"id": rid, "name": role, "domain_id": None}
+            for project in seed.projects:
+                self._ensure_project(project)
+            for user in seed.users:
+                self._ensure_user(user.name, user.password, user.projects, user.id)
+            for cred in seed.application_credentials:
+                self._ensure_app_credential(cred.name, cred.secret, cred.user, cred.project,
+                                            cred.id, cred.roles)
+        self.changed()
+
+    def _ensure_project(self, name: str) -> Record:
+        found = self.find("projects", name=name, domain_id=DEFAULT_DOMAIN_ID)
+        if found is None:
+            pid = new_id()
+            found = {"id": pid, "name": name, "domain_id": DEFAULT_DOMAIN_ID,
+                     "description": "", "enabled": True, "is_domain": False,
+                     "parent_id": DEFAULT_DOMAIN_ID, "tags": []}
+            self.table("projects")[pid] = found
+        return found
+
+    def _ensure_user(self, name: str, password: str, projects: dict[str, list[str]],
+                     user_id: str | None) -> None:
+        user = self.find("users", name=name, domain_id=DEFAULT_DOMAIN_ID)
+        if user is None:
+            uid = user_id or new_id()
+            default = next(iter(projects), None)
+            user = {"id": uid, "name": name, "domain_id": DEFAULT_DOMAIN_ID, "enabled": True,
+                    "password": password, "password_expires_at": None,
+                    "default_project_id": (self._ensure_project(default)["id"]
+                                           if default else None)}
+            self.table("users")[uid] = user
+        for project_name, role_names in projects.items():
+            project = self._ensure_project(project_name)
+            for role_name in role_names:
+                role = self.find("roles", name=role_name)
+                if role is None:
+                    continue
+                row = {"user_id": user["id"], "project_id": project["id"],
+                       "role_id": role["id"]}
+                if row not in self.tables["assignments"]:
+                    self.tables["assignments"].append(row)
+
+    def _ensure_app_credential(self, name: str, secret: str, user_name: str, project_name: str,
+                               cred_id: str | None, roles: list[str] | None) -> None:
+        user = self.find("users", name=user_name, domain_id=DEFAULT_DOMAIN_ID)
+        project = self.find("projects", name=project_name, domain_id=DEFAULT_DOMAIN_ID)
+        if user is None or project is None:
+            raise ValueError(f"application credential {name!r}: no user {user_name!r} or "
+                             f"project {project_name!r}")
+        existing = [c for c in self.table("application_credentials").values()
+                    if c["name"] == name and c["user_id"] == user["id"]]
+        if existing:
+            return
+        granted = [r["id"] for r in self.roles_of(user["id"], project["id"])
+                   if roles is None or r["name"] in roles]
+        cid = cred_id or new_id()
+        self.table("application_credentials")[cid] = {
+            "id": cid, "name": name, "secret": secret, "user_id": user["id"],
+            "project_id": project["id"], "role_ids": granted, "expires_at": None,
+            "unrestricted": False, "description": None}
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def changed(self) -> None:
+        """Say the state changed: saved at once when there is a state file."""
+        if self.options.state_file is not None:
+            self.save()
+
+    def save(self) -> None:
+        path = self.options.state_file
+        if path is None:
+            return
+        with self._lock:  # held while writing: concurrent saves never share the temporary file
+            text = json.dumps({"version": 1, "tables": self.tables}, sort_keys=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+
+    def _load(self, path: Path) -> None:
+        data = json.loads(path.read_text())
+        for name in TABLES:
+            if name in data.get("tables", {}):
+                self.tables[name] = data["tables"][name]
