@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from convergence.simcloud import identity
+from convergence.simcloud import compute, identity, image, network
 from convergence.simcloud.catalog import PREFIXES
 from convergence.simcloud.context import CloudError
 from convergence.simcloud.state import SimCloud
@@ -26,6 +26,12 @@ from convergence.simcloud.state import SimCloud
 def error_body(error: CloudError) -> dict[str, Any]:
     """The error body of ``error.service`` (Keystone's for identity and, until the other
     services bring their own formats, for everything)."""
+    if error.service == "compute":
+        return compute.error_body(error)
+    if error.service == "image":
+        return image.error_body(error)
+    if error.service == "network":
+        return {"NeutronError": {"type": error.title, "message": error.message, "detail": ""}}
     return {"error": {"code": error.status, "title": error.title, "message": error.message}}
 
 
@@ -45,4 +51,9 @@ def create_app(cloud: SimCloud) -> FastAPI:
 
     app.add_api_route("/", identity.versions, methods=["GET"])
     app.include_router(identity.router, prefix=PREFIXES["identity"])
+    app.add_api_route("/compute", compute.versions, methods=["GET"])
+    app.add_api_route("/compute/", compute.versions, methods=["GET"])
+    app.include_router(compute.router, prefix=PREFIXES["compute"])
+    app.include_router(image.router, prefix=PREFIXES["image"])
+    app.include_router(network.router, prefix=PREFIXES["network"])
     return app

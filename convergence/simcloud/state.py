@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from convergence.ports.clock import Clock, SystemClock
-from convergence.simcloud.seed import DEFAULT_DOMAIN, DEFAULT_DOMAIN_ID, Seed
+from convergence.simcloud.network_records import seed_objects as network_seed_objects
+from convergence.simcloud.seed import (
+    DEFAULT_DOMAIN,
+    DEFAULT_DOMAIN_ID,
+    Seed,
+    service_objects,
+)
 
 Record = dict[str, Any]
 TABLES = ("domains", "users", "projects", "roles", "assignments", "application_credentials",
@@ -130,6 +136,12 @@ class SimCloud:
             for cred in seed.application_credentials:
                 self._ensure_app_credential(cred.name, cred.secret, cred.user, cred.project,
                                             cred.id, cred.roles)
+            for kind, record in service_objects(
+                    seed, lambda name: str(self._ensure_project(name)["id"])):
+                self.kind(kind).setdefault(str(record["id"]), record)  # kept if saved
+            for kind, record in network_seed_objects(
+                    seed, lambda name: str(self._ensure_project(name)["id"]), self.now()):
+                self.kind(kind).setdefault(str(record["id"]), record)  # kept if saved
         self.changed()
 
     def _ensure_project(self, name: str) -> Record:
