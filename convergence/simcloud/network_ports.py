@@ -77,6 +77,27 @@ def make_port(cloud: SimCloud, project_id: str, network: Record,
     return port
 
 
+def bind_port(cloud: SimCloud, port: Record, device_id: str, device_owner: str,
+              host: str) -> None:
+    """Bind ``port`` to a device (Nova's server): ``ACTIVE``, bound to ``host``. Under the
+    lock."""
+    port.update({"device_id": device_id, "device_owner": device_owner, "status": "ACTIVE",
+                 "binding:host_id": host, "binding:vif_type": "ovs",
+                 "binding:vif_details": {"port_filter": True}})
+    touch(cloud, port)
+
+
+def unbind_port(cloud: SimCloud, port: Record) -> None:
+    """Free a pre-created port from its device: ``DOWN``, no device, no host. Under the lock."""
+    port.update({"device_id": "", "device_owner": "", "status": "DOWN", "binding:host_id": "",
+                 "binding:vif_type": "unbound", "binding:vif_details": {}})
+    touch(cloud, port)
+
+
+def ports_of_device(cloud: SimCloud, device_id: str) -> list[Record]:
+    return [p for p in cloud.kind("port").values() if p["device_id"] == device_id]
+
+
 def _subnets_of(cloud: SimCloud, network_id: str) -> list[Record]:
     return sorted((s for s in cloud.kind("subnet").values() if s["network_id"] == network_id),
                   key=lambda s: s["created_at"])

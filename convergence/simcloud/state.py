@@ -19,7 +19,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,9 @@ from convergence.simcloud.seed import (
 )
 
 Record = dict[str, Any]
+VOLUME_SECONDS = {"create": 1.0, "attach": 0.5, "detach": 0.5, "delete": 0.5, "snapshot": 1.0}
 TABLES = ("domains", "users", "projects", "roles", "assignments", "application_credentials",
-          "tokens", "objects")
+          "tokens", "objects", "fault_rules")
 
 
 @dataclass
@@ -42,9 +43,29 @@ class Options:
     """How the cloud behaves (not saved: given at each start)."""
 
     token_lifetime: float = 3600.0  # seconds a token is valid
-    build_seconds: float = 1.0  # how long a server stays in BUILD (used by compute)
+    build_seconds: float = 1.0  # how long a server stays in BUILD
+    # per flavor (name or id): how long its servers stay in BUILD
+    flavor_build_seconds: dict[str, float] = field(default_factory=dict)
+    server_delete_seconds: float = 0.0  # how long a deleted server shows task_state deleting
+    # Cinder: phase ("create", "attach", "detach", "delete", "snapshot") -> seconds
+    volume_seconds: dict[str, float] = field(default_factory=lambda: dict(VOLUME_SECONDS))
+    # per volume size (GiB): phase -> seconds, over ``volume_seconds``
+    volume_size_seconds: dict[int, dict[str, float]] = field(default_factory=dict)
     region: str = "RegionOne"
     state_file: Path | None = None
+
+    def server_build_seconds(self, flavor: Record | None) -> float:
+        """How long a server of ``flavor`` (a flavor object) stays in BUILD."""
+        for key in ("name", "id") if flavor else ():
+            found = self.flavor_build_seconds.get(str(flavor.get(key)))  # type: ignore[union-attr]
+            if found is not None:
+                return found
+        return self.build_seconds
+
+    def volume_phase_seconds(self, phase: str, size: int) -> float:
+        """How long a volume of ``size`` GiB takes for ``phase`` (create, attach...)."""
+        by_size = self.volume_size_seconds.get(int(size), {})
+        return float(by_size.get(phase, self.volume_seconds.get(phase, 0.0)))
 
 
 def new_id() -> str:
