@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from convergence.ports.clock import Clock, SystemClock
+from convergence.simcloud.journal import Journal
 from convergence.simcloud.network_records import seed_objects as network_seed_objects
 from convergence.simcloud.seed import (
     DEFAULT_DOMAIN,
@@ -53,6 +54,7 @@ class Options:
     volume_size_seconds: dict[int, dict[str, float]] = field(default_factory=dict)
     region: str = "RegionOne"
     state_file: Path | None = None
+    save_delay: float = 0.2  # seconds between a change and the save that includes it
 
     def server_build_seconds(self, flavor: Record | None) -> float:
         """How long a server of ``flavor`` (a flavor object) stays in BUILD."""
@@ -80,6 +82,9 @@ class SimCloud:
         self.options = options or Options()
         self.clock: Clock = clock or SystemClock()
         self._lock = threading.RLock()
+        self.journal = Journal()  # the requests answered (not saved)
+        self._save_lock = threading.Lock()
+        self._saver: threading.Timer | None = None
         self.tables: dict[str, Any] = {name: {} for name in TABLES}
         self.tables["assignments"] = []
         if self.options.state_file is not None and self.options.state_file.exists():
@@ -219,9 +224,25 @@ class SimCloud:
     # -- persistence -------------------------------------------------------------------------
 
     def changed(self) -> None:
-        """Say the state changed: saved at once when there is a state file."""
-        if self.options.state_file is not None:
-            self.save()
+        """Say the state changed: when there is a state file, it is saved within
+        ``Options.save_delay`` seconds (one write for all the changes of that interval, so a
+        busy cloud does not rewrite its whole file on every request), and at shutdown."""
+        if self.options.state_file is None:
+            return
+        with self._save_lock:
+            if self._saver is not None:
+                return  # a save is already due and will include this change
+            if self.options.save_delay <= 0:
+                self.save()
+                return
+            self._saver = threading.Timer(self.options.save_delay, self._save_due)
+            self._saver.daemon = True
+            self._saver.start()
+
+    def _save_due(self) -> None:
+        with self._save_lock:
+            self._saver = None
+        self.save()
 
     def save(self) -> None:
         path = self.options.state_file
