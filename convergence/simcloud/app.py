@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from convergence.simcloud import compute, identity, image, network
+from convergence.simcloud import compute, control, identity, image, network
 from convergence.simcloud.catalog import PREFIXES
 from convergence.simcloud.context import CloudError
 from convergence.simcloud.state import SimCloud
@@ -49,6 +49,8 @@ def create_app(cloud: SimCloud) -> FastAPI:
         error = CloudError(400, "Bad Request", str(exc.errors()))
         return JSONResponse(error_body(error), status_code=400)
 
+    app.add_middleware(control.Middleware, cloud=cloud, error_body=error_body)
+    app.include_router(control.router)
     app.add_api_route("/", identity.versions, methods=["GET"])
     app.include_router(identity.router, prefix=PREFIXES["identity"])
     app.add_api_route("/compute", compute.versions, methods=["GET"])
