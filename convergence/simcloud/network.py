@@ -2,12 +2,15 @@
 
 Callers: ``convergence.simcloud.app`` mounts :data:`router` at ``/network`` (openstacksdk
 appends ``/v2.0`` itself; ``GET /network/`` still lists the version); this router includes the
-ports (``network_ports``), the security groups (``network_secgroups``) and tags
-(``network_tags``). The records' shapes and the seed's networks (``public``: shared,
+ports (``network_ports``), the security groups (``network_secgroups``), tags
+(``network_tags``), routers (``network_routers``), floating IPs (``network_floatingips``),
+quotas (``network_quotas``, checked by every create) and the extension list
+(``network_extensions``). The records' shapes and the seed's networks (``public``: shared,
 ``router:external``, a subnet whose allocation pool is the floating-IP range) are in
-``network_records``. A subnet's allocation pools default to its CIDR's hosts but the gateway; a
-subnet with DHCP gets a ``network:dhcp`` port; deleting a network with other ports answers 409
-``NetworkInUse``. Helpers are in ``network_common``.
+``network_records``. A subnet's allocation pools default to its
+CIDR's hosts but the gateway; a subnet with DHCP gets a ``network:dhcp`` port; deleting a
+network with other ports (router gateways, floating IPs) answers 409 ``NetworkInUse``.
+Helpers are in ``network_common``.
 """
 
 from __future__ import annotations
@@ -16,13 +19,22 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from convergence.simcloud import network_ports, network_secgroups, network_tags
+from convergence.simcloud import (
+    network_extensions,
+    network_floatingips,
+    network_ports,
+    network_quotas,
+    network_routers,
+    network_secgroups,
+    network_tags,
+)
 from convergence.simcloud.context import Authenticated, Caller, CloudError, cloud_of
 from convergence.simcloud.network_common import (
     API,
     allocate,
     bad_request,
     body_of,
+    delete_faulted,
     get_owned,
     get_visible,
     list_kind,
@@ -40,6 +52,10 @@ router = APIRouter()
 router.include_router(network_ports.router, prefix=API)
 router.include_router(network_secgroups.router, prefix=API)
 router.include_router(network_tags.router, prefix=API)
+router.include_router(network_routers.router, prefix=API)
+router.include_router(network_floatingips.router, prefix=API)
+router.include_router(network_quotas.router, prefix=API)
+router.include_router(network_extensions.router, prefix=API)
 
 NETWORK_UPDATABLE = ("name", "description", "admin_state_up", "shared", "router:external",
                      "mtu", "port_security_enabled", "tags")
@@ -92,6 +108,7 @@ async def create_network(request: Request, who: Authenticated) -> dict[str, Any]
         if (body.get("shared") or body.get("router:external")) and not who.is_admin:
             raise neutron_error(403, "HTTPForbidden",
                                 "Only admins may create shared or external networks.")
+        network_quotas.check_quota(cloud, "network", project_of(who, body), body)
         network = make_network(cloud, project_of(who, body), body)
         shown = show_network(cloud, network)
     cloud.changed()
@@ -126,12 +143,14 @@ async def update_network(network_id: str, request: Request, who: Authenticated,
 def delete_network(network_id: str, request: Request, who: Authenticated) -> Response:
     cloud = cloud_of(request)
     with cloud.locked():
-        get_owned(cloud, who, "network", network_id, network_not_found(network_id))
+        network = get_owned(cloud, who, "network", network_id, network_not_found(network_id))
         ports = [p for p in cloud.kind("port").values() if p["network_id"] == network_id]
         if any(p["device_owner"] != "network:dhcp" for p in ports):
             raise neutron_error(409, "NetworkInUse",
                                 f"Unable to complete operation on network {network_id}. "
                                 "There are one or more ports still in use on the network.")
+        if delete_faulted(cloud, "network", network):
+            return Response(status_code=204)
         for port in ports:
             del cloud.kind("port")[port["id"]]
         for subnet_id in [s["id"] for s in cloud.kind("subnet").values()
@@ -192,6 +211,7 @@ async def create_subnet(request: Request, who: Authenticated) -> dict[str, Any]:
     cloud = cloud_of(request)
     with cloud.locked():
         network = _subnet_network(cloud, who, body.get("network_id"))
+        network_quotas.check_quota(cloud, "subnet", project_of(who, body), body)
         subnet = make_subnet(cloud, project_of(who, body), network, body)
     cloud.changed()
     return {"subnet": show_subnet(subnet)}
@@ -224,13 +244,15 @@ async def update_subnet(subnet_id: str, request: Request, who: Authenticated,
 def delete_subnet(subnet_id: str, request: Request, who: Authenticated) -> Response:
     cloud = cloud_of(request)
     with cloud.locked():
-        get_owned(cloud, who, "subnet", subnet_id, subnet_not_found(subnet_id))
+        subnet = get_owned(cloud, who, "subnet", subnet_id, subnet_not_found(subnet_id))
         users = [p for p in cloud.kind("port").values()
                  if any(ip["subnet_id"] == subnet_id for ip in p["fixed_ips"])]
         if any(p["device_owner"] != "network:dhcp" for p in users):
             raise neutron_error(409, "SubnetInUse",
                                 f"Unable to complete operation on subnet {subnet_id}: "
                                 "one or more ports have an IP allocation from this subnet.")
+        if delete_faulted(cloud, "subnet", subnet):
+            return Response(status_code=204)
         for port in users:
             del cloud.kind("port")[port["id"]]
         del cloud.kind("subnet")[subnet_id]

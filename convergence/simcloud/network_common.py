@@ -8,7 +8,8 @@ answers with these helpers; ``convergence.simcloud.app`` renders a :func:`neutro
 shared and external networks (and their subnets); an admin sees the others' only when it asks
 with ``all_projects``/``all_tenants`` (or names a ``project_id``), and may read any object by id.
 Lists filter on any attribute, paginate with ``limit``/``marker`` and a ``<kind>s_links`` next
-link sorted by id, as Neutron does, and keep only the ``fields`` asked for.
+link sorted by id, as Neutron does, and keep only the ``fields`` asked for. Every Neutron
+delete asks :func:`delete_faulted` what the fault rules make of it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from fastapi import Request
 
+from convergence.simcloud import faults
 from convergence.simcloud.context import Caller, CloudError
 from convergence.simcloud.network_records import base_record, stamp
 from convergence.simcloud.state import Record, SimCloud
@@ -45,6 +47,34 @@ def not_found(type_: str, what: str, object_id: str) -> CloudError:
 def new_record(cloud: SimCloud, project_id: str, **fields: Any) -> Record:
     """The fields every Neutron object has, then ``fields``."""
     return base_record(project_id, cloud.now(), **fields)
+
+
+def delete_faulted(cloud: SimCloud, kind: str, record: Record) -> bool:
+    """Apply the fault rules to a delete of ``record``: True when the delete hangs (answer 204
+    but keep the object); 409 ``<Kind>InUse`` or 500 when a rule says so. Under the lock."""
+    rule = faults.delete_rule(cloud, "network", kind, record)
+    if rule is None:
+        return False
+    cloud.changed()  # the rule was used
+    if rule.effect == faults.DELETE_CONFLICT:
+        what = "".join(part.capitalize() for part in kind.split("_"))
+        raise neutron_error(409, f"{what}InUse", rule.message or
+                            f"Unable to complete operation on {kind} {record['id']}: "
+                            "it is in use.")
+    if rule.effect == faults.DELETE_ERROR:
+        raise neutron_error(500, "HTTPInternalServerError", rule.message or
+                            "Request Failed: internal server error while processing your "
+                            "request.")
+    return True
+
+
+def disassociate_port(cloud: SimCloud, port_id: str) -> None:
+    """Free the floating IPs associated with a port that is going away. Under the lock."""
+    for fip in cloud.kind("floatingip").values():
+        if fip.get("port_id") == port_id:
+            fip.update({"port_id": None, "fixed_ip_address": None, "router_id": None,
+                        "status": "DOWN"})
+            touch(cloud, fip)
 
 
 def touch(cloud: SimCloud, record: Record) -> None:

@@ -7,6 +7,8 @@ it names its groups or disables port security), with a ``fa:16:3e`` MAC address 
 IP from the first subnet of its network that has a free address (or the ``fixed_ips`` it asks
 for). An exhausted pool answers 409 ``IpAddressGenerationFailure``; an address in use 409
 ``IpAddressAlreadyAllocated``; an address outside the subnet 400 ``InvalidIpForSubnet``.
+A router's or floating IP's port cannot be deleted directly (409 ``L3PortInUse``); deleting a
+port disassociates its floating IPs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from convergence.simcloud.network_common import (
     allocate,
     bad_request,
     body_of,
+    delete_faulted,
+    disassociate_port,
     exhausted,
     get_owned,
     get_visible,
@@ -34,6 +38,7 @@ from convergence.simcloud.network_common import (
     updated,
     used_addresses,
 )
+from convergence.simcloud.network_quotas import check_quota
 from convergence.simcloud.network_secgroups import default_group
 from convergence.simcloud.state import Record, SimCloud, new_id
 
@@ -42,6 +47,7 @@ UPDATABLE = ("name", "description", "admin_state_up", "device_id", "device_owner
              "security_groups", "binding:host_id", "binding:profile", "binding:vnic_type",
              "allowed_address_pairs", "port_security_enabled", "tags", "fixed_ips",
              "extra_dhcp_opts", "dns_name")
+L3_OWNERS = ("network:router_interface", "network:router_gateway", "network:floatingip")
 
 
 def port_not_found(port_id: str) -> CloudError:
@@ -185,6 +191,7 @@ async def create_port(request: Request, who: Authenticated) -> dict[str, Any]:
         network = get_visible(cloud, who, "network", network_id,
                               not_found("NetworkNotFound", "Network", network_id))
         project_id = project_of(who, body)
+        check_quota(cloud, "port", project_id, body)
         fixed = _fixed_ips(cloud, network, body.get("fixed_ips"))
         groups = _groups(cloud, who, project_id, body, network)
         port = make_port(cloud, project_id, network, fixed, body,
@@ -225,7 +232,13 @@ async def update_port(port_id: str, request: Request, who: Authenticated) -> dic
 def delete_port(port_id: str, request: Request, who: Authenticated) -> Response:
     cloud = cloud_of(request)
     with cloud.locked():
-        get_owned(cloud, who, "port", port_id, port_not_found(port_id))
-        del cloud.kind("port")[port_id]
+        port = get_owned(cloud, who, "port", port_id, port_not_found(port_id))
+        if port["device_owner"] in L3_OWNERS:
+            raise neutron_error(409, "L3PortInUse",
+                                f"Port {port_id} cannot be deleted directly via the port API: "
+                                f"has device owner {port['device_owner']}.")
+        if not delete_faulted(cloud, "port", port):
+            disassociate_port(cloud, port_id)
+            del cloud.kind("port")[port_id]
     cloud.changed()
     return Response(status_code=204)

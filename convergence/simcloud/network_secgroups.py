@@ -19,6 +19,7 @@ from convergence.simcloud.context import Authenticated, Caller, CloudError, clou
 from convergence.simcloud.network_common import (
     bad_request,
     body_of,
+    delete_faulted,
     get_owned,
     get_visible,
     list_kind,
@@ -29,6 +30,7 @@ from convergence.simcloud.network_common import (
     touch,
     updated,
 )
+from convergence.simcloud.network_quotas import check_quota
 from convergence.simcloud.state import Record, SimCloud, new_id
 
 router = APIRouter()
@@ -134,6 +136,7 @@ async def create_group(request: Request, who: Authenticated) -> dict[str, Any]:
         if name == "default":
             raise neutron_error(409, "SecurityGroupDefaultAlreadyExists",
                                 "Default security group already exists.")
+        check_quota(cloud, "security_group", project_id, body)
         group = make_group(cloud, project_id, name, str(body.get("description") or ""))
         shown = show_group(cloud, group)
     cloud.changed()
@@ -173,6 +176,8 @@ def delete_group(group_id: str, request: Request, who: Authenticated) -> Respons
         if any(group_id in p["security_groups"] for p in cloud.kind("port").values()):
             raise neutron_error(409, "SecurityGroupInUse",
                                 f"Security Group {group_id} in use.")
+        if delete_faulted(cloud, "security_group", group):
+            return Response(status_code=204)
         rules = cloud.kind("security_group_rule")
         for rule_id in [r["id"] for r in rules.values() if r["security_group_id"] == group_id]:
             del rules[rule_id]
@@ -196,6 +201,7 @@ async def create_rule(request: Request, who: Authenticated) -> dict[str, Any]:
     with cloud.locked():
         group_id = str(body.get("security_group_id") or "")
         group = get_owned(cloud, who, "security_group", group_id, group_not_found(group_id))
+        check_quota(cloud, "security_group_rule", group["project_id"], body)
         rule = make_rule(cloud, group, body)
     cloud.changed()
     return {"security_group_rule": show_rule(rule)}
@@ -213,7 +219,8 @@ def show_rule_route(rule_id: str, request: Request, who: Authenticated) -> dict[
 def delete_rule(rule_id: str, request: Request, who: Authenticated) -> Response:
     cloud = cloud_of(request)
     with cloud.locked():
-        get_owned(cloud, who, "security_group_rule", rule_id, rule_not_found(rule_id))
-        del cloud.kind("security_group_rule")[rule_id]
+        rule = get_owned(cloud, who, "security_group_rule", rule_id, rule_not_found(rule_id))
+        if not delete_faulted(cloud, "security_group_rule", rule):
+            del cloud.kind("security_group_rule")[rule_id]
     cloud.changed()
     return Response(status_code=204)

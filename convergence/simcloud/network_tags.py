@@ -29,7 +29,9 @@ router = APIRouter()
 KINDS = {"networks": ("network", "NetworkNotFound", "Network"),
          "subnets": ("subnet", "SubnetNotFound", "Subnet"),
          "ports": ("port", "PortNotFound", "Port"),
-         "security-groups": ("security_group", "SecurityGroupNotFound", "Security group")}
+         "security-groups": ("security_group", "SecurityGroupNotFound", "Security group"),
+         "routers": ("router", "RouterNotFound", "Router"),
+         "floatingips": ("floatingip", "FloatingIPNotFound", "Floating IP")}
 
 
 def _find(cloud: SimCloud, collection: str, object_id: str) -> tuple[str, CloudError]:
