@@ -17,7 +17,24 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from convergence.simcloud import compute, control, identity, image, network
+from convergence.simcloud import (
+    compute,
+    compute_quotas,
+    compute_volumes,
+    control,
+    identity,
+    image,
+    keypairs,
+    network,
+    server_actions,
+    server_boot,
+    server_groups,
+    server_interfaces,
+    server_meta,
+    server_routes,
+    volume,
+    volume_common,
+)
 from convergence.simcloud.catalog import PREFIXES
 from convergence.simcloud.context import CloudError
 from convergence.simcloud.state import SimCloud
@@ -30,6 +47,8 @@ def error_body(error: CloudError) -> dict[str, Any]:
         return compute.error_body(error)
     if error.service == "image":
         return image.error_body(error)
+    if error.service == "volume":
+        return volume_common.error_body(error)
     if error.service == "network":
         return {"NeutronError": {"type": error.title, "message": error.message, "detail": ""}}
     return {"error": {"code": error.status, "title": error.title, "message": error.message}}
@@ -56,6 +75,19 @@ def create_app(cloud: SimCloud) -> FastAPI:
     app.add_api_route("/compute", compute.versions, methods=["GET"])
     app.add_api_route("/compute/", compute.versions, methods=["GET"])
     app.include_router(compute.router, prefix=PREFIXES["compute"])
+    for servers_router in (server_boot.router, server_routes.router, server_actions.router,
+                           server_meta.router):  # Nova's servers
+        app.include_router(servers_router, prefix=PREFIXES["compute"])
+    app.include_router(keypairs.router, prefix=PREFIXES["compute"])
+    app.include_router(server_groups.router, prefix=PREFIXES["compute"])
+    app.include_router(server_interfaces.router, prefix=PREFIXES["compute"])
+    app.include_router(compute_quotas.router, prefix=PREFIXES["compute"])
+    app.include_router(compute_volumes.router, prefix=PREFIXES["compute"])
     app.include_router(image.router, prefix=PREFIXES["image"])
     app.include_router(network.router, prefix=PREFIXES["network"])
+    app.add_api_route("/volume", volume_common.versions, methods=["GET"])
+    app.add_api_route("/volume/", volume_common.versions, methods=["GET"])
+    app.add_api_route(PREFIXES["volume"], volume_common.versions, methods=["GET"])
+    app.add_api_route(PREFIXES["volume"] + "/", volume_common.versions, methods=["GET"])
+    app.include_router(volume.router, prefix=PREFIXES["volume"] + "/{project_id}")
     return app

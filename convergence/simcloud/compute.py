@@ -257,7 +257,8 @@ def limits(request: Request, who: Authenticated, version: Microversion) -> dict[
     """The project's absolute limits and usage; shapes change at 2.36 and 2.57."""
     cloud = cloud_of(request)
     with cloud.locked():
-        quota = dict(cloud.kind("compute_quota").get("default") or {})
+        quotas = cloud.kind("compute_quota")
+        quota = dict(quotas.get(str(who.project_id)) or quotas.get("default") or {})
         servers = [s for s in cloud.kind("server").values()
                    if s.get("project_id") == who.project_id]
         groups = [g for g in cloud.kind("server_group").values()
