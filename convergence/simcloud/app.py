@@ -32,6 +32,7 @@ from convergence.simcloud import (
     server_interfaces,
     server_meta,
     server_routes,
+    servers,
     volume,
     volume_common,
 )
@@ -58,6 +59,8 @@ def create_app(cloud: SimCloud) -> FastAPI:
     app = FastAPI(title="convergence simcloud", docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.cloud = cloud
+    if servers.advance_all not in cloud.settlers:
+        cloud.settlers.append(servers.advance_all)
 
     @app.exception_handler(CloudError)
     async def cloud_error(_: Request, exc: CloudError) -> JSONResponse:

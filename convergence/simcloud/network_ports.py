@@ -177,15 +177,8 @@ def _groups(cloud: SimCloud, who: Caller, project_id: str, body: dict[str, Any],
 def list_ports(request: Request, who: Authenticated) -> dict[str, Any]:
     cloud = cloud_of(request)
     with cloud.locked():
-        _servers_now(cloud)
+        cloud.settle()  # Nova's builds bind ports, vanishing servers free them
         return list_kind(cloud, request, who, "port", show_port)
-
-
-def _servers_now(cloud: SimCloud) -> None:
-    """Nova's servers brought up to the clock (their builds bind ports, vanishing frees them)."""
-    from convergence.simcloud.servers import advance_all  # Nova imports this module
-
-    advance_all(cloud)
 
 
 @router.post("/ports", status_code=201)
@@ -214,7 +207,7 @@ async def create_port(request: Request, who: Authenticated) -> dict[str, Any]:
 def show_port_route(port_id: str, request: Request, who: Authenticated) -> dict[str, Any]:
     cloud = cloud_of(request)
     with cloud.locked():
-        _servers_now(cloud)
+        cloud.settle()  # Nova's builds bind ports, vanishing servers free them
         return {"port": show_port(get_visible(cloud, who, "port", port_id,
                                               port_not_found(port_id)))}
 

@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,10 @@ class SimCloud:
         self.clock: Clock = clock or SystemClock()
         self._lock = threading.RLock()
         self.journal = Journal()  # the requests answered (not saved)
+        # what brings clock-driven objects up to now before another service reads what they
+        # touch (Nova's builds bind Neutron's ports); the app registers them, so a service
+        # never imports the one whose objects it waits on
+        self.settlers: list[Callable[[SimCloud], None]] = []
         self._save_lock = threading.Lock()
         self._saver: threading.Timer | None = None
         self.tables: dict[str, Any] = {name: {} for name in TABLES}
@@ -97,6 +101,11 @@ class SimCloud:
     def locked(self) -> Iterator[SimCloud]:
         with self._lock:
             yield self
+
+    def settle(self) -> None:
+        """Run the settlers: every clock-driven object up to now. Under the lock."""
+        for settler in self.settlers:
+            settler(self)
 
     def table(self, name: str) -> dict[str, Record]:
         found: dict[str, Record] = self.tables[name]

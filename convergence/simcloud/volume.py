@@ -38,17 +38,17 @@ from convergence.simcloud.volume_common import (
     enforce,
     find_type,
     forbidden,
+    get_volume,
     links,
     listed,
-    not_found,
     over_count,
     paginate,
     parse_size,
     quota_limits,
     time_filter,
     truthy,
-    visible,
 )
+from convergence.simcloud.volume_delete import start_delete
 
 router = APIRouter(dependencies=[Depends(check_project)])
 router.include_router(volume_snapshots.router)
@@ -56,15 +56,6 @@ router.include_router(volume_types.router)
 router.include_router(volume_attachments.router)
 router.include_router(volume_actions.router)
 router.include_router(volume_backups.router)
-DELETABLE = ("available", "error", "error_restoring", "error_extending", "error_managing")
-IN_USE_MESSAGE = ("Invalid volume: Volume status must be available or error or error_restoring "
-                  "or error_extending or error_managing and must not be migrating, attached, "
-                  "belong to a group, have snapshots, awaiting a transfer, or be disassociated "
-                  "from snapshots after volume transfer.")
-FORCE_MESSAGE = ("Invalid volume: Volume must not be migrating, attached, belong to a group, "
-                 "have snapshots, awaiting a transfer, or be disassociated from snapshots "
-                 "after volume transfer.")
-
 
 def show(request: Request, who: Caller, version: tuple[int, int], volume: Record) -> Record:
     """Cinder's detail view of ``volume`` at ``version`` for ``who``."""
@@ -101,15 +92,6 @@ def show(request: Request, who: Caller, version: tuple[int, int], volume: Record
 def summary(request: Request, volume: Record) -> Record:
     return {"id": volume["id"], "name": volume["name"],
             "links": links(request, "volumes", volume["id"])}
-
-
-def get_volume(cloud: SimCloud, who: Caller, volume_id: str) -> Record:
-    """The volume ``volume_id`` advanced, if the caller may see it (404 otherwise)."""
-    volume = cloud.kind(volume_records.KIND).get(volume_id)
-    if volume is None or not visible(who, volume) or \
-            volume_records.advance(cloud, volume) is None:
-        raise not_found("Volume", volume_id)
-    return volume
 
 
 def _metadata_filter(text: str) -> dict[str, str]:
@@ -293,32 +275,6 @@ def delete_volume(volume_id: str, request: Request, who: Authenticated,
         start_delete(cloud, volume, force=force,
                      cascade=truthy(request.query_params.get("cascade")))
     return Response(status_code=202)
-
-
-def start_delete(cloud: SimCloud, volume: Record, *, force: bool, cascade: bool) -> None:
-    """Cinder's checks of a delete (``force``: any status), the delete fault rules, then the
-    volume ``deleting`` until the delete phase is over."""
-    snapshots = [s for s in cloud.kind("snapshot").values() if s["volume_id"] == volume["id"]]
-    if (not force and volume["status"] not in DELETABLE) or volume["attachments"] or \
-            (snapshots and not cascade):
-        raise cinder_error(400, IN_USE_MESSAGE if not force else FORCE_MESSAGE)
-    rule = faults.delete_rule(cloud, "volume", "volume", volume)
-    if rule is not None and rule.effect == faults.DELETE_CONFLICT:
-        raise cinder_error(409, rule.message or f"Volume {volume['id']} is busy.")
-    if rule is not None and rule.effect == faults.DELETE_ERROR:
-        volume["status"] = "error_deleting"
-        volume_records.touch(cloud, volume)
-        cloud.changed()
-        raise cinder_error(500, rule.message or "The server has either erred or is incapable "
-                                                "of performing the requested operation.")
-    for snapshot in snapshots:
-        cloud.kind("snapshot").pop(snapshot["id"], None)
-    volume_records.sim(volume)["hangs"] = rule is not None and \
-        rule.effect == faults.DELETE_HANGS
-    volume_records.start_phase(cloud, volume, "deleting", None,
-                               cloud.options.volume_phase_seconds("delete",
-                                                                  int(volume["size"])))
-    cloud.changed()
 
 
 # -- metadata --------------------------------------------------------------------------------

@@ -27,9 +27,11 @@ from convergence.simcloud.volume_common import (
     enforce,
     find_type,
     forbidden,
+    get_volume,
     parse_size,
     truthy,
 )
+from convergence.simcloud.volume_delete import start_delete
 
 router = APIRouter()
 ADMIN_ACTIONS = {"os-reset_status": "reset_status", "os-force_delete": "force_delete",
@@ -52,7 +54,6 @@ async def volume_action(volume_id: str, request: Request, who: Authenticated,
     handler = ACTIONS.get(action)
     if handler is None:
         raise cinder_error(400, f"There is no such action: {action}")
-    from convergence.simcloud.volume import get_volume
     cloud = cloud_of(request)
     with cloud.locked():
         volume = get_volume(cloud, who, volume_id)
@@ -99,7 +100,6 @@ def _reset_status(cloud: SimCloud, who: Caller, version: tuple[int, int], volume
 
 def _force_delete(cloud: SimCloud, who: Caller, version: tuple[int, int], volume: Record,
                   args: dict[str, Any]) -> None:
-    from convergence.simcloud.volume import start_delete
     start_delete(cloud, volume, force=True, cascade=False)
 
 

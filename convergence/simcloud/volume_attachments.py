@@ -25,6 +25,7 @@ from convergence.simcloud.volume_common import (
     VolumeVersion,
     body_of,
     cinder_error,
+    get_volume,
     listed,
     not_found,
     visible,
@@ -106,7 +107,6 @@ async def create_attachment(request: Request, who: Authenticated,
                             version: VolumeVersion) -> dict[str, Any]:
     _needs(version, (3, 27))
     body = await body_of(request, "attachment")
-    from convergence.simcloud.volume import get_volume
     volume_id = body.get("volume_uuid")
     if not isinstance(volume_id, str):
         raise cinder_error(400, "Invalid input for field/attribute attachment. 'volume_uuid' "

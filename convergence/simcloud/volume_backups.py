@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from convergence.simcloud import faults, volume_records
+from convergence.simcloud.backup_records import KIND, advance, live_backups, start_phase
 from convergence.simcloud.context import Authenticated, Caller, cloud_of
 from convergence.simcloud.state import Record, SimCloud
 from convergence.simcloud.volume_common import (
@@ -28,55 +29,19 @@ from convergence.simcloud.volume_common import (
     body_of,
     cinder_error,
     enforce,
+    find_type,
+    get_volume,
     links,
     listed,
     not_found,
     paginate,
+    quota_limits,
     truthy,
+    usage,
     visible,
 )
 
 router = APIRouter()
-KIND = "backup"
-
-
-def _phase(cloud: SimCloud, backup: Record, phase: str, after: str | None,
-           seconds: float) -> None:
-    backup["status"] = phase
-    volume_records.sim(backup).update(phase=phase, phase_until=cloud.now() + seconds,
-                                      after=after)
-    volume_records.touch(cloud, backup)
-
-
-def advance(cloud: SimCloud, backup: Record) -> Record | None:
-    """Bring ``backup`` up to the clock; None when it is gone."""
-    state = volume_records.sim(backup)
-    now = cloud.now()
-    fate = faults.fate(cloud, "volume", KIND, backup, float(state.get("made_at", now)))
-    if fate.vanish_at is not None and now >= fate.vanish_at:
-        cloud.kind(KIND).pop(backup["id"], None)
-        return None
-    phase = state.get("phase")
-    if phase is not None and backup["status"] == phase and \
-            not (phase == "creating" and fate.stays_building) and \
-            now >= float(state.get("phase_until", now)):
-        state.pop("phase", None)
-        if state.get("after") is None:
-            cloud.kind(KIND).pop(backup["id"], None)
-            return None
-        backup["status"] = state["after"]
-        volume_records.touch(cloud, backup)
-    if fate.error_at is not None and now >= fate.error_at and not state.get("errored"):
-        state["errored"] = True
-        if backup["status"] in ("creating", "available"):
-            state.pop("phase", None)
-            backup["status"] = "error"
-            backup["fail_reason"] = fate.message
-    return backup
-
-
-def live_backups(cloud: SimCloud) -> list[Record]:
-    return [b for b in list(cloud.kind(KIND).values()) if advance(cloud, b) is not None]
 
 
 def get_backup(cloud: SimCloud, who: Caller, backup_id: str) -> Record:
@@ -137,7 +102,6 @@ def list_backups_detail(request: Request, who: Authenticated, version: VolumeVer
 async def create_backup(request: Request, who: Authenticated, version: VolumeVersion,
                         ) -> dict[str, Any]:
     body = await body_of(request, "backup")
-    from convergence.simcloud.volume import get_volume
     cloud = cloud_of(request)
     with cloud.locked():
         if not body.get("volume_id"):
@@ -167,7 +131,7 @@ async def create_backup(request: Request, who: Authenticated, version: VolumeVer
         cloud.kind(KIND)[backup["id"]] = backup
         seconds = cloud.options.volume_phase_seconds("snapshot", int(volume["size"]))
         volume_records.start_phase(cloud, volume, "backing-up", volume["status"], seconds)
-        _phase(cloud, backup, "creating", "available", seconds)
+        start_phase(cloud, backup, "creating", "available", seconds)
         advance(cloud, backup)
         cloud.changed()
         return {"backup": {"id": backup["id"], "name": backup["name"],
@@ -176,7 +140,6 @@ async def create_backup(request: Request, who: Authenticated, version: VolumeVer
 
 def enforce_backup(cloud: SimCloud, project_id: str, gigabytes: int) -> None:
     """413 as Cinder answers when one more backup of ``gigabytes`` is over quota."""
-    from convergence.simcloud.volume_common import quota_limits, usage
     limits, used = quota_limits(cloud, project_id), usage(cloud, project_id)
     if 0 <= limits["backups"] < used["backups"] + 1:
         raise cinder_error(413, f"BackupLimitExceeded: Maximum number of backups allowed "
@@ -234,7 +197,7 @@ def delete_backup(backup_id: str, request: Request, who: Authenticated,
                                                     "incapable of performing the requested "
                                                     "operation.")
         hangs = rule is not None and rule.effect == faults.DELETE_HANGS
-        _phase(cloud, backup, "deleting", "deleting" if hangs else None,
+        start_phase(cloud, backup, "deleting", "deleting" if hangs else None,
                cloud.options.volume_phase_seconds("delete", int(backup["size"])))
         advance(cloud, backup)
         cloud.changed()
@@ -245,8 +208,6 @@ def delete_backup(backup_id: str, request: Request, who: Authenticated,
 async def restore_backup(backup_id: str, request: Request, who: Authenticated,
                          _: VolumeVersion) -> dict[str, Any]:
     body = await body_of(request, "restore")
-    from convergence.simcloud.volume import get_volume
-    from convergence.simcloud.volume_common import find_type
     cloud = cloud_of(request)
     with cloud.locked():
         backup = get_backup(cloud, who, backup_id)
@@ -271,7 +232,7 @@ async def restore_backup(backup_id: str, request: Request, who: Authenticated,
         seconds = cloud.options.volume_phase_seconds("create", size)
         volume_records.sim(volume).pop("phase", None)
         volume_records.start_phase(cloud, volume, "restoring-backup", "available", seconds)
-        _phase(cloud, backup, "restoring", "available", seconds)
+        start_phase(cloud, backup, "restoring", "available", seconds)
         advance(cloud, backup)
         cloud.changed()
         return {"restore": {"backup_id": backup_id, "volume_id": volume["id"],

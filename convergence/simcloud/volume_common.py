@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
 
+from convergence.simcloud import backup_records, volume_records
 from convergence.simcloud.context import Authenticated, Caller, CloudError
 from convergence.simcloud.state import Record, SimCloud
 
@@ -280,6 +281,16 @@ def find_type(cloud: SimCloud, ref: str | None) -> Record:
     raise cinder_error(404, f"Volume type with name {ref} could not be found.")
 
 
+def get_volume(cloud: SimCloud, who: Caller, volume_id: str) -> Record:
+    """The volume ``volume_id`` advanced, if the caller may see it (404 otherwise)."""
+    volume = cloud.kind(volume_records.KIND).get(volume_id)
+    if volume is None or not visible(who, volume) or \
+            volume_records.advance(cloud, volume) is None:
+        raise not_found("Volume", volume_id)
+    return volume
+
+
+
 # -- quotas ----------------------------------------------------------------------------------
 
 def quota_limits(cloud: SimCloud, project_id: str) -> dict[str, int]:
@@ -297,11 +308,9 @@ def quota_limits(cloud: SimCloud, project_id: str) -> dict[str, int]:
 def usage(cloud: SimCloud, project_id: str) -> dict[str, int]:
     """What the project uses now: volumes, gigabytes (volumes and snapshots), snapshots,
     backups and their gigabytes."""
-    from convergence.simcloud.volume_backups import live_backups
-    from convergence.simcloud.volume_records import live_volumes
-    volumes = [v for v in live_volumes(cloud) if v["project_id"] == project_id]
+    volumes = [v for v in volume_records.live_volumes(cloud) if v["project_id"] == project_id]
     snapshots = [s for s in cloud.kind("snapshot").values() if s["project_id"] == project_id]
-    backups = [b for b in live_backups(cloud) if b["project_id"] == project_id]
+    backups = [b for b in backup_records.live_backups(cloud) if b["project_id"] == project_id]
     return {"volumes": len(volumes), "snapshots": len(snapshots),
             "gigabytes": sum(int(v["size"]) for v in volumes)
             + sum(int(s["size"]) for s in snapshots),

@@ -25,6 +25,7 @@ from convergence.simcloud.volume_common import (
     body_of,
     cinder_error,
     enforce,
+    get_volume,
     listed,
     not_found,
     paginate,
@@ -119,7 +120,6 @@ def list_snapshots_detail(request: Request, who: Authenticated, version: VolumeV
 async def create_snapshot(request: Request, who: Authenticated, version: VolumeVersion,
                           ) -> dict[str, Any]:
     body = await body_of(request, "snapshot")
-    from convergence.simcloud.volume import get_volume
     cloud = cloud_of(request)
     with cloud.locked():
         if not body.get("volume_id"):

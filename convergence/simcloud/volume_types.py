@@ -25,6 +25,7 @@ from convergence.simcloud.volume_common import (
     VolumeVersion,
     body_of,
     cinder_error,
+    find_type,
     forbidden,
     listed,
     quota_limits,
@@ -65,7 +66,6 @@ def list_types(request: Request, who: Authenticated, _: VolumeVersion) -> dict[s
 
 @router.get("/types/default")
 def default_type(request: Request, who: Authenticated, _: VolumeVersion) -> dict[str, Any]:
-    from convergence.simcloud.volume_common import find_type
     cloud = cloud_of(request)
     with cloud.locked():
         return {"volume_type": show_type(who, find_type(cloud, None))}
