@@ -54,7 +54,7 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="api-stream-"))
     rt = open_runtime(Settings(database_url=f"sqlite:///{folder / 'bench.db'}"))
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
     sock.bind(("127.0.0.1", 0))
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     server = uvicorn.Server(uvicorn.Config(create_app(rt), log_level="warning",

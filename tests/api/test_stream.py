@@ -52,7 +52,7 @@ class Message:
 def serve(rt: Runtime, app: FastAPI | None = None) -> Iterator[str]:
     """The app over ``rt`` (``app`` when given) served on a free local port; yields its base
     URL."""
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app or create_app(rt), log_level="warning",
