@@ -6,8 +6,9 @@ Callers: ``convergence.simcloud.app`` includes :data:`router` and wraps the whol
 routes. The routes are the simulator's own, not OpenStack's, so they take no token: the server
 listens on loopback unless told otherwise. Rules (``convergence.simcloud.faults``) are listed,
 added, read and removed under ``/_sim/rules``; the journal (method, path, query, status,
-service, project, time on the cloud's clock) is read from ``/_sim/journal`` with ``since`` (a
-sequence number), ``service``, ``method``, ``project_id`` and ``path`` (a glob) filters;
+service, project, time on the cloud's clock, wall seconds spent answering) is read from
+``/_sim/journal`` with ``since`` (a sequence number), ``service``, ``method``, ``project_id``
+and ``path`` (a glob) filters;
 ``/_sim/objects`` counts the objects of each kind. Requests to ``/_sim/`` are not journaled.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import asdict
 from typing import Any
@@ -64,6 +66,7 @@ class Middleware:
         if scope["type"] != "http" or scope["path"].startswith("/_sim"):
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         method, path = scope["method"], scope["path"]
         service = service_of(path)
         token_id = _header(scope, b"x-auth-token")
@@ -91,7 +94,7 @@ class Middleware:
         finally:
             self.journal.add(cloud.now(), method, path,
                              scope.get("query_string", b"").decode("latin-1"), status[0],
-                             service, project_id)
+                             service, project_id, time.perf_counter() - started)
 
     async def _refuse(self, rule: faults.Rule, service: str | None, send: Send) -> None:
         if rule.effect == faults.UNAVAILABLE:

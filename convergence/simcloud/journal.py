@@ -27,6 +27,7 @@ class Entry:
     status: int
     service: str | None
     project_id: str | None
+    seconds: float = 0.0  # wall time spent answering (not the cloud's clock): its latency
 
 
 class Journal:
@@ -38,11 +39,11 @@ class Journal:
         self._seq = 0
 
     def add(self, at: float, method: str, path: str, query: str, status: int,
-            service: str | None, project_id: str | None) -> None:
+            service: str | None, project_id: str | None, seconds: float = 0.0) -> None:
         with self._lock:
             self._seq += 1
             self._entries.append(Entry(self._seq, at, method, path, query, status, service,
-                                       project_id))
+                                       project_id, seconds))
 
     def entries(self, since: int = 0) -> list[Entry]:
         with self._lock:

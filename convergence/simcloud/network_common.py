@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -257,14 +258,23 @@ def in_pools(subnet: Record, address: str) -> bool:
                for p in subnet["allocation_pools"])
 
 
+def _address_text(version: int, value: int) -> str:
+    """An address's text as ``str(ipaddress.ip_address(value))`` gives it; for IPv4 without
+    building the object, which made a scan past 1,000 used addresses take milliseconds."""
+    if version == 4:
+        return socket.inet_ntop(socket.AF_INET, value.to_bytes(4, "big"))
+    return str(ipaddress.IPv6Address(value))
+
+
 def allocate(cloud: SimCloud, subnet: Record) -> str | None:
     """The first free address of the subnet's allocation pools (None: exhausted)."""
     used = used_addresses(cloud, subnet["id"])
     for pool in subnet["allocation_pools"]:
         start = ipaddress.ip_address(pool["start"])
-        for offset in range(int(ipaddress.ip_address(pool["end"])) - int(start) + 1):
-            if str(start + offset) not in used:
-                return str(start + offset)
+        for value in range(int(start), int(ipaddress.ip_address(pool["end"])) + 1):
+            text = _address_text(start.version, value)
+            if text not in used:
+                return text
     return None
 
 

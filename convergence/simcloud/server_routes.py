@@ -168,7 +168,9 @@ def _listing(request: Request, who: Caller, version: Version, detail: bool) -> d
                 raise nova_error(400, f"marker [{marker}] not found")
             rows = rows[at + 1:]
         page = rows[:limit]
-        shown = [server_views.detail(cloud, request, s, version, who.is_admin) if detail
+        by_device = server_views.ports_by_device(cloud) if detail else {}
+        shown = [server_views.detail(cloud, request, s, version, who.is_admin,
+                                     by_device=by_device) if detail
                  else server_views.summary(request, s) for s in page]
     body: dict[str, Any] = {"servers": shown}
     if page and len(page) == limit:

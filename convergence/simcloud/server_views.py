@@ -40,17 +40,32 @@ def summary(request: Request, server: Record) -> dict[str, Any]:
     return {"id": server["id"], "name": server["name"], "links": links(request, server["id"])}
 
 
-def _ports(cloud: SimCloud, server: Record) -> list[Record]:
-    return sorted(ports_of_device(cloud, server["id"]),
-                  key=lambda p: (str(p.get("created_at")), p["id"]))
+ByDevice = dict[str, list[Record]]
 
 
-def addresses(cloud: SimCloud, server: Record) -> dict[str, list[dict[str, Any]]]:
+def ports_by_device(cloud: SimCloud) -> ByDevice:
+    """Every port by its ``device_id``: one pass over the ports for a whole listing, where
+    asking per server would make a list of N servers cost N passes. Under the lock."""
+    found: ByDevice = {}
+    for port in cloud.kind("port").values():
+        if port["device_id"]:
+            found.setdefault(port["device_id"], []).append(port)
+    return found
+
+
+def _ports(cloud: SimCloud, server: Record, by_device: ByDevice | None = None) -> list[Record]:
+    ports = ports_of_device(cloud, server["id"]) if by_device is None \
+        else by_device.get(server["id"], [])
+    return sorted(ports, key=lambda p: (str(p.get("created_at")), p["id"]))
+
+
+def addresses(cloud: SimCloud, server: Record,
+              by_device: ByDevice | None = None) -> dict[str, list[dict[str, Any]]]:
     """The server's addresses by network name: fixed IPs of its ports, then their floating
-    IPs."""
+    IPs (``by_device``: the ports already indexed, for a listing)."""
     found: dict[str, list[dict[str, Any]]] = {}
     fips = list(cloud.kind("floatingip").values())
-    for port in _ports(cloud, server):
+    for port in _ports(cloud, server, by_device):
         network = cloud.kind("network").get(port["network_id"]) or {}
         rows = found.setdefault(str(network.get("name") or port["network_id"]), [])
         for fixed in port["fixed_ips"]:
@@ -73,9 +88,10 @@ def _plain(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, A
             for name, rows in found.items()}
 
 
-def _security_groups(cloud: SimCloud, server: Record) -> list[dict[str, str]]:
+def _security_groups(cloud: SimCloud, server: Record,
+                     by_device: ByDevice | None = None) -> list[dict[str, str]]:
     names: list[str] = []
-    for port in _ports(cloud, server):
+    for port in _ports(cloud, server, by_device):
         for group_id in port.get("security_groups") or []:
             group = cloud.kind("security_group").get(group_id)
             name = str(group["name"]) if group else group_id
@@ -135,16 +151,21 @@ def _fault(server: Record, is_admin: bool) -> dict[str, Any] | None:
 
 
 def detail(cloud: SimCloud, request: Request, server: Record, version: Version,
-           is_admin: bool, extended: bool = True) -> dict[str, Any]:
+           is_admin: bool, extended: bool = True,
+           by_device: ByDevice | None = None) -> dict[str, Any]:
     """The server's full view at ``version``; ``extended=False``: without the extension
-    attributes and with plain addresses (the answer of an update or a rebuild before 2.75)."""
+    attributes and with plain addresses (the answer of an update or a rebuild before 2.75);
+    ``by_device``: the ports indexed once for a listing (:func:`ports_by_device`)."""
+    if by_device is None:
+        by_device = {server["id"]: ports_of_device(cloud, server["id"])}
     body: dict[str, Any] = {
         "id": server["id"], "name": server["name"], "status": server["status"],
         "tenant_id": server["project_id"], "user_id": server["user_id"],
         "metadata": dict(server.get("metadata") or {}), "hostId": host_id(server),
         "image": image_view(request, server), "flavor": flavor_view(request, server, version),
         "created": server["created"], "updated": server["updated"],
-        "addresses": addresses(cloud, server) if extended else _plain(addresses(cloud, server)),
+        "addresses": addresses(cloud, server, by_device) if extended
+        else _plain(addresses(cloud, server, by_device)),
         "accessIPv4": server.get("accessIPv4", ""), "accessIPv6": server.get("accessIPv6", ""),
         "links": links(request, server["id"]), "OS-DCF:diskConfig": server["OS-DCF:diskConfig"]}
     if server["status"] in _PROGRESS:
@@ -169,7 +190,7 @@ def detail(cloud: SimCloud, request: Request, server: Record, version: Version,
         "OS-EXT-STS:vm_state": server["OS-EXT-STS:vm_state"],
         "OS-EXT-STS:power_state": server["OS-EXT-STS:power_state"],
         "os-extended-volumes:volumes_attached": _volumes(cloud, server, version)})
-    groups = _security_groups(cloud, server)
+    groups = _security_groups(cloud, server, by_device)
     if groups:
         body["security_groups"] = groups
     if is_admin:
