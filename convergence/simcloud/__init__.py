@@ -6,8 +6,10 @@ in-process on an ephemeral port with ``convergence.simcloud.serve.running``. The
 saved to a JSON file), ``seed`` (the users, projects and application credentials it starts
 with), ``catalog`` (the services and where they are mounted), ``context`` (a request's
 token resolved to user, project and roles; the error bodies), ``identity`` (Keystone v3),
-``app`` (the ASGI app routing each service by its prefix) and ``serve`` (uvicorn). The other
-services (``compute``, ``network``, ``volume``, ``image``) are added as modules beside
-``identity`` and mounted in ``app``. It imports nothing of the engine, the use cases, the store
-or the runtime.
+``app`` (the ASGI app routing each service by its prefix) and ``serve`` (uvicorn). Nova is
+``compute`` and the ``server_*``, ``keypairs``, ``server_groups`` and ``compute_*`` modules;
+Neutron the ``network*`` modules; Cinder the ``volume*`` and ``copy_records`` modules;
+Glance ``image``. ``faults`` holds the fault rules, ``control`` the ``/_sim/`` control plane
+and its middleware, ``journal`` the requests answered, ``client`` a typed client of
+``/_sim/``. It imports nothing of the engine, the use cases, the store or the runtime.
 """

@@ -2,11 +2,12 @@
 
 Callers: ``convergence.simcloud.serve`` serves :func:`create_app` with uvicorn (the CLI's
 ``convergence simcloud`` and the tests' in-process server). Keystone is at ``/v3`` (its
-version list also at ``/``); the prefixes of the services to come are in
-``convergence.simcloud.catalog.PREFIXES`` (``/compute/v2.1``, ``/network``, ``/volume/v3``,
-``/image``): a service module exposes an ``APIRouter`` and is included here. A
-:class:`~convergence.simcloud.context.CloudError` becomes the error body of the service that
-raised it.
+version list also at ``/``); the other services' prefixes are in
+``convergence.simcloud.catalog.PREFIXES`` (``/compute/v2.1``, ``/network``,
+``/volume/v3/{project_id}``, ``/image``): a service module exposes an ``APIRouter`` and is
+included here. A :class:`~convergence.simcloud.context.CloudError` becomes the error body of
+the service that raised it. The app also registers the cloud's settlers (Nova's servers
+brought up to the clock before Neutron answers about their ports).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ SERVICES = (
     Service("image", "glance", "/image"),
 )
 
-# Where each service's routes are mounted (later sessions mount compute, network...).
+# Where each service's routes are mounted (Cinder's take the project id after the prefix).
 PREFIXES = {"identity": "/v3", "compute": "/compute/v2.1", "network": "/network",
             "volume": "/volume/v3", "image": "/image"}
 

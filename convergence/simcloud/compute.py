@@ -1,5 +1,7 @@
-"""Nova of the simulated cloud, first part: the version documents, microversions, flavors,
-availability zones and limits (Nova's servers come in a later module beside this one).
+"""Nova of the simulated cloud, its base: the version documents, microversions, flavors,
+availability zones and limits (servers, key pairs, server groups, interfaces, volume
+attachments and quotas are in the ``server_*``, ``keypairs``, ``server_groups``,
+``server_interfaces``, ``compute_volumes`` and ``compute_quotas`` modules beside it).
 
 Callers: ``convergence.simcloud.app`` mounts :data:`router` at ``/compute/v2.1`` and serves
 :func:`versions` at ``/compute/``; a :class:`~convergence.simcloud.context.CloudError` raised

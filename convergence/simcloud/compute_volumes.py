@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request, Response
 from convergence.simcloud import volume_records
 from convergence.simcloud.compute import Microversion, nova_error
 from convergence.simcloud.context import Authenticated, Caller, cloud_of
+from convergence.simcloud.servers import check_state, visible_server
 from convergence.simcloud.state import Record, SimCloud
 
 router = APIRouter()
@@ -29,7 +30,6 @@ ATTACHABLE = ("active", "paused", "stopped", "resized", "soft-delete", "shelved"
 
 
 def _server(cloud: SimCloud, who: Caller, server_id: str) -> Record:
-    from convergence.simcloud.servers import visible_server
     return visible_server(cloud, who, server_id)
 
 
@@ -39,17 +39,6 @@ def _volume(cloud: SimCloud, who: Caller, volume_id: str) -> Record:
             volume_records.advance(cloud, volume) is None:
         raise nova_error(404, f"Volume {volume_id} could not be found.")
     return volume
-
-
-def _check_state(server: Record, action: str) -> None:
-    vm_state = server.get("OS-EXT-STS:vm_state")
-    task_state = server.get("OS-EXT-STS:task_state")
-    if vm_state not in ATTACHABLE:
-        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
-                              f"vm_state {vm_state}")
-    if task_state is not None:
-        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
-                              f"task_state {task_state}")
 
 
 def show(server_id: str, volume: Record) -> Record:
@@ -97,7 +86,7 @@ async def attach(server_id: str, request: Request, who: Authenticated,
         volume = _volume(cloud, who, body["volumeId"])
         if volume_records.device_of(volume, server_id) is not None:
             raise nova_error(400, f"Invalid volume: volume {volume['id']} already attached")
-        _check_state(server, "attach_volume")
+        check_state(server, "attach_volume", ATTACHABLE, (None,))
         if volume["status"] != "available":
             raise nova_error(400, f"Invalid volume: volume '{volume['id']}' status must be "
                                   f"'available'. Currently in '{volume['status']}'")
@@ -131,7 +120,7 @@ def detach(server_id: str, volume_id: str, request: Request, who: Authenticated,
         if volume is None or volume_records.advance(cloud, volume) is None or \
                 volume_records.device_of(volume, server_id) is None:
             raise nova_error(404, f"volume_id not found: {volume_id}")
-        _check_state(server, "detach_volume")
+        check_state(server, "detach_volume", ATTACHABLE, (None,))
         if volume["status"] == "detaching":
             raise nova_error(400, "Invalid volume: Unable to detach volume. Volume status "
                                   "must be 'in-use' and attach_status must be 'attached' "

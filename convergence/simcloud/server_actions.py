@@ -35,6 +35,7 @@ from convergence.simcloud.servers import (
     KIND,
     RUNNING,
     SHUTDOWN,
+    check_state,
     set_state,
     sim,
     start_task,
@@ -44,18 +45,6 @@ from convergence.simcloud.state import Record, SimCloud
 
 router = APIRouter()
 Version = tuple[int, int]
-
-
-def check_state(server: Record, action: str, vm_states: tuple[str, ...],
-                task_states: tuple[str | None, ...] = (None,)) -> None:
-    """Nova's ``check_instance_state``: 409 when the server is in another state."""
-    vm_state, task_state = server["OS-EXT-STS:vm_state"], server["OS-EXT-STS:task_state"]
-    if vm_state not in vm_states:
-        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
-                              f"vm_state {vm_state}")
-    if task_state not in task_states:
-        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
-                              f"task_state {task_state}")
 
 
 def _reset_state(cloud: SimCloud, who: Caller, server: Record, arg: Any) -> None:
@@ -223,7 +212,7 @@ async def server_action(server_id: str, request: Request, who: Authenticated,
         headers: dict[str, str] = {}
         if name in server_more_actions.ACTIONS:
             status, body, headers = server_more_actions.run(
-                cloud, who, request, server, name, arg, version, check_state)
+                cloud, who, request, server, name, arg, version)
         elif name == "os-resetState":
             _reset_state(cloud, who, server, arg)
         elif name == "reboot":

@@ -34,6 +34,7 @@ from convergence.simcloud.network_common import (
 )
 from convergence.simcloud.network_ports import bind_port, make_port, unbind_port
 from convergence.simcloud.network_secgroups import default_group
+from convergence.simcloud.servers import check_state, visible_server
 from convergence.simcloud.state import Record, SimCloud
 
 router = APIRouter()
@@ -42,9 +43,7 @@ READY_STATES = ("active", "paused", "stopped")
 
 
 def _server(cloud: SimCloud, who: Caller, server_id: str) -> Record:
-    from convergence.simcloud import servers  # Nova's servers module (another helper's)
-
-    return servers.visible_server(cloud, who, server_id)
+    return visible_server(cloud, who, server_id)
 
 
 def view(port: Record) -> dict[str, Any]:
@@ -52,18 +51,6 @@ def view(port: Record) -> dict[str, Any]:
     return {"net_id": port["network_id"], "port_id": port["id"],
             "mac_addr": port["mac_address"], "port_state": port["status"],
             "fixed_ips": [dict(ip) for ip in port.get("fixed_ips") or []]}
-
-
-def _ready(server: Record, action: str) -> None:
-    """Nova's 409 when the server's state does not allow ``action``."""
-    vm_state = server.get("OS-EXT-STS:vm_state")
-    task_state = server.get("OS-EXT-STS:task_state")
-    if vm_state not in READY_STATES:
-        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
-                              f"vm_state {vm_state}")
-    if task_state is not None:
-        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
-                              f"task_state {task_state}")
 
 
 def _nova_ports(server: Record) -> list[str]:
@@ -218,7 +205,7 @@ async def attach_interface(server_id: str, request: Request, who: Authenticated,
     cloud = cloud_of(request)
     with cloud.locked():
         server = _server(cloud, who, server_id)
-        _ready(server, "attach_interface")
+        check_state(server, "attach_interface", READY_STATES)
         shown = view(attach(cloud, who, server, net_id, port_id, address))
     cloud.changed()
     return {"interfaceAttachment": shown}
@@ -245,7 +232,7 @@ def detach_interface(server_id: str, port_id: str, request: Request, who: Authen
     cloud = cloud_of(request)
     with cloud.locked():
         server = _server(cloud, who, server_id)
-        _ready(server, "detach_interface")
+        check_state(server, "detach_interface", READY_STATES)
         detach(cloud, server, port_id)
     cloud.changed()
     return answer(202, version)

@@ -20,10 +20,9 @@ from fastapi import APIRouter, Request, Response
 from convergence.simcloud.compute import Microversion, nova_error
 from convergence.simcloud.compute_quotas import answer
 from convergence.simcloud.context import Authenticated, cloud_of
-from convergence.simcloud.server_actions import check_state
 from convergence.simcloud.server_boot import check_metadata, invalid, request_body
 from convergence.simcloud.server_views import base_url
-from convergence.simcloud.servers import stamp, visible_server
+from convergence.simcloud.servers import check_state, stamp, visible_server
 from convergence.simcloud.state import Record, SimCloud
 
 router = APIRouter()

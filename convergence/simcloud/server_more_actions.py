@@ -5,7 +5,7 @@ create image (a server snapshot in Glance) and adding or removing a security gro
 Callers: ``convergence.simcloud.server_actions`` (the ``POST /servers/{id}/action`` route)
 hands the actions named in :data:`ACTIONS` to :func:`run` under the cloud's lock, after it
 found the server and checked its lock. Each action checks the server's state as Nova does
-(409 ``conflictingRequest`` otherwise, through ``server_actions.check_state``); pausing and
+(409 ``conflictingRequest`` otherwise, through ``servers.check_state``); pausing and
 suspending are immediate, ``createImage`` stores an active, private snapshot image (kind
 ``"image"``) owned by the server's project and answers its id (2.45+: in the body; before,
 in ``Location``).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
@@ -23,7 +22,14 @@ from fastapi import Request
 from convergence.simcloud.compute import nova_error
 from convergence.simcloud.context import Caller
 from convergence.simcloud.network_ports import ports_of_device
-from convergence.simcloud.servers import RUNNING, SHUTDOWN, set_state, sim, start_task
+from convergence.simcloud.servers import (
+    RUNNING,
+    SHUTDOWN,
+    check_state,
+    set_state,
+    sim,
+    start_task,
+)
 from convergence.simcloud.state import Record, SimCloud
 
 PAUSED, SUSPENDED = 3, 7  # nova.compute.power_state
@@ -31,7 +37,6 @@ ACTIONS = ("pause", "unpause", "suspend", "resume", "changePassword", "os-getCon
            "createImage", "addSecurityGroup", "removeSecurityGroup", "shelve",
            "shelveOffload", "unshelve")
 Version = tuple[int, int]
-Check = Callable[..., None]
 
 
 def _glance_stamp(when: float) -> str:
@@ -88,7 +93,7 @@ def _set_group(cloud: SimCloud, server: Record, arg: Any, add: bool) -> None:
         port["security_groups"] = [*groups, group["id"]] if add else groups
 
 
-def _shelving(cloud: SimCloud, server: Record, name: str, check_state: Check) -> None:
+def _shelving(cloud: SimCloud, server: Record, name: str) -> None:
     """Shelve (offloaded at once: Nova's ``shelved_offload_time`` 0), offload, unshelve."""
     seconds = cloud.options.build_seconds
     if name == "shelve":
@@ -107,7 +112,7 @@ def _shelving(cloud: SimCloud, server: Record, name: str, check_state: Check) ->
 
 
 def run(cloud: SimCloud, who: Caller, request: Request, server: Record, name: str, arg: Any,
-        version: Version, check_state: Check) -> tuple[int, Any, dict[str, str]]:
+        version: Version) -> tuple[int, Any, dict[str, str]]:
     """Do the action ``name``: its status, body (None: empty) and extra headers."""
     if name == "pause":
         check_state(server, "pause", ("active",))
@@ -122,7 +127,7 @@ def run(cloud: SimCloud, who: Caller, request: Request, server: Record, name: st
         check_state(server, "resume", ("suspended",))
         set_state(cloud, server, "active", None, RUNNING)
     elif name in ("shelve", "shelveOffload", "unshelve"):
-        _shelving(cloud, server, name, check_state)
+        _shelving(cloud, server, name)
     elif name == "changePassword":
         password = arg.get("adminPass") if isinstance(arg, dict) else None
         if not isinstance(password, str):

@@ -181,6 +181,18 @@ def advance_all(cloud: SimCloud) -> None:
         advance(cloud, server)
 
 
+def check_state(server: Record, action: str, vm_states: tuple[str, ...],
+                task_states: tuple[str | None, ...] = (None,)) -> None:
+    """Nova's ``check_instance_state``: 409 when the server is in another state."""
+    vm_state, task_state = server["OS-EXT-STS:vm_state"], server["OS-EXT-STS:task_state"]
+    if vm_state not in vm_states:
+        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
+                              f"vm_state {vm_state}")
+    if task_state not in task_states:
+        raise nova_error(409, f"Cannot '{action}' instance {server['id']} while it is in "
+                              f"task_state {task_state}")
+
+
 def not_found(server_id: str) -> Exception:
     return nova_error(404, f"Instance {server_id} could not be found.")
 

@@ -1,7 +1,7 @@
 """The simulated cloud's state: one thread-safe, in-memory object, optionally saved as JSON.
 
 Callers: ``convergence.simcloud.app`` keeps one :class:`SimCloud` on the ASGI app; the service
-modules (``identity`` now; ``compute``, ``network``, ``volume``, ``image`` later) read and change
+modules (``identity``, Nova's, Neutron's, Cinder's and Glance's) read and change
 it under :meth:`SimCloud.locked` and call :meth:`SimCloud.changed` after a change, which saves
 the file (``--state FILE``) when one is set; ``convergence.simcloud.serve`` saves it once more
 at shutdown. Time is the ``convergence.ports.clock.Clock`` it is given (tests pass a

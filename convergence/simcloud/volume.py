@@ -35,20 +35,18 @@ from convergence.simcloud.volume_common import (
     body_of,
     check_project,
     cinder_error,
-    enforce,
     find_type,
     forbidden,
     get_volume,
     links,
     listed,
-    over_count,
     paginate,
     parse_size,
-    quota_limits,
     time_filter,
     truthy,
 )
 from convergence.simcloud.volume_delete import start_delete
+from convergence.simcloud.volume_quotas import enforce, over_count, quota_limits
 
 router = APIRouter(dependencies=[Depends(check_project)])
 router.include_router(volume_snapshots.router)

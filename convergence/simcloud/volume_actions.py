@@ -24,7 +24,6 @@ from convergence.simcloud.state import Record, SimCloud
 from convergence.simcloud.volume_common import (
     VolumeVersion,
     cinder_error,
-    enforce,
     find_type,
     forbidden,
     get_volume,
@@ -32,6 +31,7 @@ from convergence.simcloud.volume_common import (
     truthy,
 )
 from convergence.simcloud.volume_delete import start_delete
+from convergence.simcloud.volume_quotas import enforce
 
 router = APIRouter()
 ADMIN_ACTIONS = {"os-reset_status": "reset_status", "os-force_delete": "force_delete",

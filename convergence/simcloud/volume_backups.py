@@ -4,7 +4,7 @@ list, show, update, delete and restore to a new or an existing volume, with Cind
 Callers: ``convergence.simcloud.volume`` includes :data:`router` in Cinder's router (mounted at
 ``/volume/v3/{project_id}``); openstacksdk's ``block_storage`` proxy (``create_backup``,
 ``backups``, ``get_backup``, ``delete_backup``, ``restore_backup``) and ``openstack volume
-backup`` call these routes; ``volume_common.usage`` counts backups against the ``backups`` and
+backup`` call these routes; ``volume_quotas.usage`` counts backups against the ``backups`` and
 ``backup_gigabytes`` quotas. A backup is a record of kind ``"backup"``: ``id``,
 ``project_id``, ``user_id``, ``name``, ``description``, ``volume_id``, ``snapshot_id``,
 ``size``, ``status`` (creating, available, restoring, deleting, error), ``container``,
@@ -20,33 +20,32 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from convergence.simcloud import faults, volume_records
-from convergence.simcloud.backup_records import KIND, advance, live_backups, start_phase
+from convergence.simcloud import copy_records, volume_records
 from convergence.simcloud.context import Authenticated, Caller, cloud_of
 from convergence.simcloud.state import Record, SimCloud
 from convergence.simcloud.volume_common import (
     VolumeVersion,
     body_of,
     cinder_error,
-    enforce,
     find_type,
     get_volume,
     links,
     listed,
     not_found,
     paginate,
-    quota_limits,
     truthy,
-    usage,
     visible,
 )
+from convergence.simcloud.volume_quotas import enforce, quota_limits, usage
 
 router = APIRouter()
+KIND = "backup"
 
 
 def get_backup(cloud: SimCloud, who: Caller, backup_id: str) -> Record:
     backup = cloud.kind(KIND).get(backup_id)
-    if backup is None or not visible(who, backup) or advance(cloud, backup) is None:
+    if backup is None or not visible(who, backup) or \
+            copy_records.advance(cloud, KIND, backup) is None:
         raise not_found("Backup", backup_id)
     return backup
 
@@ -72,7 +71,7 @@ def _list(request: Request, who: Caller, version: tuple[int, int],
     query = request.query_params
     cloud = cloud_of(request)
     with cloud.locked():
-        rows = listed(request, who, live_backups(cloud))
+        rows = listed(request, who, copy_records.live(cloud, KIND))
         for key in ("name", "status", "volume_id"):
             if query.get(key) is not None:
                 rows = [r for r in rows if str(r.get(key)) == query[key]]
@@ -131,8 +130,7 @@ async def create_backup(request: Request, who: Authenticated, version: VolumeVer
         cloud.kind(KIND)[backup["id"]] = backup
         seconds = cloud.options.volume_phase_seconds("snapshot", int(volume["size"]))
         volume_records.start_phase(cloud, volume, "backing-up", volume["status"], seconds)
-        start_phase(cloud, backup, "creating", "available", seconds)
-        advance(cloud, backup)
+        copy_records.start_phase(cloud, KIND, backup, "creating", "available", seconds)
         cloud.changed()
         return {"backup": {"id": backup["id"], "name": backup["name"],
                            "links": links(request, "backups", backup["id"])}}
@@ -188,18 +186,7 @@ def delete_backup(backup_id: str, request: Request, who: Authenticated,
         if backup["status"] not in ("available", "error"):
             raise cinder_error(400, "Invalid backup: Backup status must be available or "
                                     "error")
-        rule = faults.delete_rule(cloud, "volume", KIND, backup)
-        if rule is not None and rule.effect == faults.DELETE_CONFLICT:
-            raise cinder_error(409, rule.message or f"Backup {backup_id} is busy.")
-        if rule is not None and rule.effect == faults.DELETE_ERROR:
-            backup["status"] = "error_deleting"
-            raise cinder_error(500, rule.message or "The server has either erred or is "
-                                                    "incapable of performing the requested "
-                                                    "operation.")
-        hangs = rule is not None and rule.effect == faults.DELETE_HANGS
-        start_phase(cloud, backup, "deleting", "deleting" if hangs else None,
-               cloud.options.volume_phase_seconds("delete", int(backup["size"])))
-        advance(cloud, backup)
+        copy_records.start_delete(cloud, KIND, backup, "Backup")
         cloud.changed()
     return Response(status_code=202)
 
@@ -232,8 +219,7 @@ async def restore_backup(backup_id: str, request: Request, who: Authenticated,
         seconds = cloud.options.volume_phase_seconds("create", size)
         volume_records.sim(volume).pop("phase", None)
         volume_records.start_phase(cloud, volume, "restoring-backup", "available", seconds)
-        start_phase(cloud, backup, "restoring", "available", seconds)
-        advance(cloud, backup)
+        copy_records.start_phase(cloud, KIND, backup, "restoring", "available", seconds)
         cloud.changed()
         return {"restore": {"backup_id": backup_id, "volume_id": volume["id"],
                             "volume_name": volume["name"]}}

@@ -1,5 +1,5 @@
 """Cinder's shared machinery: error bodies, version documents, microversions, the project check,
-volume types and quotas, and list pagination.
+volume types, the volume lookup and list pagination (quotas: ``volume_quotas``).
 
 Callers: the Cinder route modules (``convergence.simcloud.volume`` for volumes,
 ``volume_snapshots`` for snapshots, ``volume_types`` for types, quotas and limits) build their
@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
 
-from convergence.simcloud import backup_records, volume_records
+from convergence.simcloud import volume_records
 from convergence.simcloud.context import Authenticated, Caller, CloudError
 from convergence.simcloud.state import Record, SimCloud
 
@@ -45,8 +45,6 @@ SEED_TYPES: tuple[dict[str, Any], ...] = (
     {"id": "5f0d3a1e-7b2c-4d8e-a9f1-0c3b6e2d4a70", "name": "lvmdriver-1", "description": None,
      "extra_specs": {"volume_backend_name": "lvmdriver-1"}},
 )
-DEFAULT_QUOTA = {"volumes": 10, "gigabytes": 1000, "snapshots": 10, "backups": 10,
-                 "backup_gigabytes": 1000, "groups": 10, "per_volume_gigabytes": -1}
 
 
 def error_body(error: CloudError) -> dict[str, Any]:
@@ -289,57 +287,6 @@ def get_volume(cloud: SimCloud, who: Caller, volume_id: str) -> Record:
         raise not_found("Volume", volume_id)
     return volume
 
-
-
-# -- quotas ----------------------------------------------------------------------------------
-
-def quota_limits(cloud: SimCloud, project_id: str) -> dict[str, int]:
-    """The project's limits: the defaults (kind ``"volume_quota"`` id ``"default"``) under the
-    project's own (id: the project id)."""
-    table = cloud.kind("volume_quota")
-    found = dict(DEFAULT_QUOTA)
-    found.update({k: v for k, v in table.get("default", {}).items()
-                  if k not in ("id", "project_id")})
-    found.update({k: v for k, v in table.get(project_id, {}).items()
-                  if k not in ("id", "project_id")})
-    return found
-
-
-def usage(cloud: SimCloud, project_id: str) -> dict[str, int]:
-    """What the project uses now: volumes, gigabytes (volumes and snapshots), snapshots,
-    backups and their gigabytes."""
-    volumes = [v for v in volume_records.live_volumes(cloud) if v["project_id"] == project_id]
-    snapshots = [s for s in cloud.kind("snapshot").values() if s["project_id"] == project_id]
-    backups = [b for b in backup_records.live_backups(cloud) if b["project_id"] == project_id]
-    return {"volumes": len(volumes), "snapshots": len(snapshots),
-            "gigabytes": sum(int(v["size"]) for v in volumes)
-            + sum(int(s["size"]) for s in snapshots),
-            "backups": len(backups), "backup_gigabytes": sum(int(b["size"]) for b in backups),
-            "groups": 0, "per_volume_gigabytes": 0}
-
-
-def enforce(cloud: SimCloud, project_id: str, count_kind: str | None, gigabytes: int) -> None:
-    """413 as Cinder answers when one more ``count_kind`` ("volumes", "snapshots") or
-    ``gigabytes`` more would go over the project's quota."""
-    limits = quota_limits(cloud, project_id)
-    used = usage(cloud, project_id)
-    per_volume = limits["per_volume_gigabytes"]
-    if count_kind == "volumes" and per_volume >= 0 and gigabytes > per_volume:
-        raise cinder_error(413, f"VolumeSizeExceedsLimit: Requested volume size {gigabytes}G "
-                                f"is larger than maximum allowed limit {per_volume}G.")
-    if count_kind is not None and 0 <= limits[count_kind] < used[count_kind] + 1:
-        raise over_count(count_kind, limits[count_kind])
-    if gigabytes and 0 <= limits["gigabytes"] < used["gigabytes"] + gigabytes:
-        raise cinder_error(413, "VolumeSizeExceedsAvailableQuota: Requested volume or snapshot "
-                                f"exceeds allowed gigabytes quota. Requested {gigabytes}G, "
-                                f"quota is {limits['gigabytes']}G and {used['gigabytes']}G "
-                                "has been consumed.")
-
-
-def over_count(count_kind: str, limit: int) -> CloudError:
-    name = "VolumeLimitExceeded" if count_kind == "volumes" else "SnapshotLimitExceeded"
-    return cinder_error(413, f"{name}: Maximum number of {count_kind} allowed ({limit}) "
-                             f"exceeded for quota '{count_kind}'.")
 
 
 def parse_size(value: Any) -> int:

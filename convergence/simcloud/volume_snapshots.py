@@ -17,14 +17,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from convergence.simcloud import faults, volume_records
+from convergence.simcloud import copy_records, volume_records
 from convergence.simcloud.context import Authenticated, Caller, cloud_of
 from convergence.simcloud.state import Record, SimCloud
 from convergence.simcloud.volume_common import (
     VolumeVersion,
     body_of,
     cinder_error,
-    enforce,
     get_volume,
     listed,
     not_found,
@@ -32,41 +31,16 @@ from convergence.simcloud.volume_common import (
     truthy,
     visible,
 )
+from convergence.simcloud.volume_quotas import enforce
 
 router = APIRouter()
 KIND = "snapshot"
 
 
-def advance(cloud: SimCloud, snapshot: Record) -> Record | None:
-    """Bring ``snapshot`` up to the clock; None when it is gone."""
-    state = volume_records.sim(snapshot)
-    now = cloud.now()
-    fate = faults.fate(cloud, "volume", KIND, snapshot, float(state.get("made_at", now)))
-    if fate.vanish_at is not None and now >= fate.vanish_at:
-        cloud.kind(KIND).pop(snapshot["id"], None)
-        return None
-    phase = state.get("phase")
-    if phase is not None and snapshot["status"] == phase and \
-            not (phase == "creating" and fate.stays_building) and \
-            not (phase == "deleting" and state.get("hangs")) and \
-            now >= float(state.get("phase_until", now)):
-        state.pop("phase", None)
-        if state.get("after") is None:
-            cloud.kind(KIND).pop(snapshot["id"], None)
-            return None
-        snapshot["status"] = state["after"]
-        volume_records.touch(cloud, snapshot)
-    if fate.error_at is not None and now >= fate.error_at and not state.get("errored"):
-        state["errored"] = True
-        if snapshot["status"] in ("creating", "available"):
-            state.pop("phase", None)
-            snapshot["status"] = "error"
-    return snapshot
-
-
 def get_snapshot(cloud: SimCloud, who: Caller, snapshot_id: str) -> Record:
     snapshot = cloud.kind(KIND).get(snapshot_id)
-    if snapshot is None or not visible(who, snapshot) or advance(cloud, snapshot) is None:
+    if snapshot is None or not visible(who, snapshot) or \
+            copy_records.advance(cloud, KIND, snapshot) is None:
         raise not_found("Snapshot", snapshot_id)
     return snapshot
 
@@ -92,7 +66,7 @@ def _list(request: Request, who: Caller, version: tuple[int, int]) -> dict[str, 
     query = request.query_params
     cloud = cloud_of(request)
     with cloud.locked():
-        rows = [s for s in list(cloud.kind(KIND).values()) if advance(cloud, s) is not None]
+        rows = copy_records.live(cloud, KIND)
         rows = listed(request, who, rows)
         for key in ("name", "status", "volume_id"):
             if query.get(key) is not None:
@@ -145,8 +119,7 @@ async def create_snapshot(request: Request, who: Authenticated, version: VolumeV
             "_sim": {"made_at": now}}
         cloud.kind(KIND)[snapshot["id"]] = snapshot
         seconds = cloud.options.volume_phase_seconds("snapshot", int(volume["size"]))
-        snapshot["_sim"].update(phase="creating", phase_until=now + seconds, after="available")
-        advance(cloud, snapshot)
+        copy_records.start_phase(cloud, KIND, snapshot, "creating", "available", seconds)
         cloud.changed()
         return {"snapshot": show(request, who, version, snapshot)}
 
@@ -183,20 +156,7 @@ def delete_snapshot(snapshot_id: str, request: Request, who: Authenticated,
         if snapshot["status"] not in ("available", "error", "error_deleting"):
             raise cinder_error(400, "Invalid snapshot: Volume Snapshot status must be "
                                     "available or error.")
-        rule = faults.delete_rule(cloud, "volume", KIND, snapshot)
-        if rule is not None and rule.effect == faults.DELETE_CONFLICT:
-            raise cinder_error(409, rule.message or f"Snapshot {snapshot_id} is busy.")
-        if rule is not None and rule.effect == faults.DELETE_ERROR:
-            snapshot["status"] = "error_deleting"
-            raise cinder_error(500, rule.message or "The server has either erred or is "
-                                                    "incapable of performing the requested "
-                                                    "operation.")
-        state = volume_records.sim(snapshot)
-        state["hangs"] = rule is not None and rule.effect == faults.DELETE_HANGS
-        seconds = cloud.options.volume_phase_seconds("delete", int(snapshot["size"]))
-        snapshot["status"] = "deleting"
-        state.update(phase="deleting", phase_until=cloud.now() + seconds, after=None)
-        advance(cloud, snapshot)
+        copy_records.start_delete(cloud, KIND, snapshot, "Snapshot")
         cloud.changed()
     return Response(status_code=202)
 

@@ -21,17 +21,15 @@ from convergence.simcloud import volume_records
 from convergence.simcloud.context import Authenticated, Caller, cloud_of
 from convergence.simcloud.state import Record
 from convergence.simcloud.volume_common import (
-    DEFAULT_QUOTA,
     VolumeVersion,
     body_of,
     cinder_error,
     find_type,
     forbidden,
     listed,
-    quota_limits,
     types,
-    usage,
 )
+from convergence.simcloud.volume_quotas import DEFAULT_QUOTA, quota_limits, usage
 
 router = APIRouter()
 USER_VISIBLE_SPECS = ("multiattach", "RESKEY:availability_zones", "replication_enabled")
