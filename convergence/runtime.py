@@ -9,7 +9,9 @@ notifier and webhook deliverer, the app owns: ``convergence.api.app``).
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +48,10 @@ class Runtime:
 
 def open_runtime(settings: Settings, *, clock: Clock | None = None,
                  registry: PluginRegistry | None = None, dispatcher: Dispatcher | None = None,
-                 migrate: bool = True, **dispatch_options: Any) -> Runtime:
+                 migrate: bool = True, environ: Mapping[str, str] | None = None,
+                 **dispatch_options: Any) -> Runtime:
+    """The runtime of one entry point. ``environ``: where the plugins read their own settings
+    (the cloud: ``OS_CLOUD``...); the process's environment unless given."""
     clock = clock or SystemClock()
     db = make_engine(settings.database_url)
     if migrate:
@@ -55,7 +60,8 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     # The plugins' backends, built from what every plugin is handed: the clock, the store's
     # entity tables (and the environment, for their own settings).
     registry = (registry or PluginRegistry.from_entry_points()).bind(
-        PluginHost(now=clock.now, entity_tables=SqlEntityTables(db)))
+        PluginHost(now=clock.now, entity_tables=SqlEntityTables(db),
+                   environ=os.environ if environ is None else environ))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,

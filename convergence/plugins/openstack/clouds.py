@@ -1,0 +1,125 @@
+"""The clouds the engine works on: openstacksdk connections, built once per process and cloud.
+
+Callers: every OpenStack resource type declares :func:`build` as its ``clouds`` backend; the
+registry builds it once per runtime from the ``PluginHost`` (whose ``environ`` names the
+cloud) and a plugin asks :meth:`Clouds.connection` for the connection of the stack's cloud.
+
+Where the cloud comes from is openstacksdk's own way: ``OS_CLOUD`` names an entry of a
+``clouds.yaml`` (``OS_CLIENT_CONFIG_FILE``, the current folder, ``~/.config/openstack``,
+``/etc/openstack``), or ``OS_AUTH_URL`` and the other ``OS_*`` variables describe one. The
+environment the runtime hands over is read once, here; a runtime that started a simulated
+cloud for the embedded mode hands an environment naming it. With neither, no cloud is
+configured and a plugin that needs one fails its resource saying so.
+
+A connection is made lazily, on the first call that needs it, and kept: its token is renewed
+by keystoneauth when it expires. Connections do no retries of their own (``retries`` 0): a
+call the cloud refused comes back at once and the engine decides when to try again, so a
+worker thread never sleeps inside the SDK.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from convergence.plugins.base import PluginHost, ResourceFailure
+from convergence.plugins.openstack.errors import translated
+
+CLOUDS = "clouds"  # the backend's name in ``PluginContext.backends``
+ENVVARS = "envvars"  # openstacksdk's name of the cloud the ``OS_*`` variables describe
+
+
+@dataclass(frozen=True, slots=True)
+class CloudConfig:
+    """Which cloud to reach: a ``clouds.yaml`` entry (``cloud``, from ``config_file`` if
+    given, else where openstacksdk looks), or the ``OS_*`` variables (``cloud`` is
+    :data:`ENVVARS`)."""
+
+    cloud: str
+    config_file: str | None = None
+    environ: Mapping[str, str] | None = None  # the OS_* variables, for ENVVARS
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> CloudConfig | None:
+        """The cloud an environment names; None when it names none."""
+        config_file = environ.get("OS_CLIENT_CONFIG_FILE") or None
+        if environ.get("OS_CLOUD"):
+            return cls(environ["OS_CLOUD"], config_file)
+        if environ.get("OS_AUTH_URL"):
+            return cls(ENVVARS, None, {k: v for k, v in environ.items()
+                                       if k.startswith("OS_")})
+        return None
+
+    def __repr__(self) -> str:  # never the environment: it holds the password
+        return f"CloudConfig(cloud={self.cloud!r}, config_file={self.config_file!r})"
+
+
+class Clouds:
+    """The connections of one process, by cloud name (thread-safe)."""
+
+    def __init__(self, default: CloudConfig | None) -> None:
+        self.default = default
+        self._connections: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def connection(self, cloud: str | None = None) -> Any:
+        """The connection to ``cloud`` (a ``clouds.yaml`` entry; None: the default cloud)."""
+        config = self._config(cloud)
+        with self._lock:
+            found = self._connections.get(config.cloud)
+            if found is None:
+                with translated(f"connecting to cloud {config.cloud!r}"):
+                    found = _connect(config)
+                self._connections[config.cloud] = found
+            return found
+
+    def _config(self, cloud: str | None) -> CloudConfig:
+        if cloud is None or (self.default is not None and cloud == self.default.cloud):
+            if self.default is None:
+                raise ResourceFailure("no cloud is configured: set OS_CLOUD (a clouds.yaml "
+                                      "entry) or the OS_* variables")
+            return self.default
+        return CloudConfig(cloud, self.default.config_file if self.default else None)
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections.values():
+                conn.close()
+            self._connections.clear()
+
+
+def _connect(config: CloudConfig) -> Any:
+    from openstack import connection
+    from openstack.config import loader
+
+    files = [config.config_file] if config.config_file else None
+    if config.cloud == ENVVARS:
+        # openstacksdk reads OS_* from the process's environment only: the variables handed
+        # over are given as arguments instead, so no global state is touched.
+        env = dict(config.environ or {})
+        auth = {key[3:].lower(): value for key, value in env.items()
+                if key[3:].lower() in _AUTH_KEYS}
+        region = env.get("OS_REGION_NAME")
+        cloud_region = loader.OpenStackConfig(load_yaml_config=False, load_envvars=False) \
+            .get_one(auth=auth, region_name=region,
+                     interface=env.get("OS_INTERFACE"),
+                     identity_api_version=env.get("OS_IDENTITY_API_VERSION", "3"))
+    else:
+        cloud_region = loader.OpenStackConfig(config_files=files, load_envvars=False) \
+            .get_one(cloud=config.cloud)
+    return connection.Connection(config=cloud_region)
+
+
+_AUTH_KEYS = frozenset({
+    "auth_url", "username", "user_id", "password", "project_name", "project_id",
+    "user_domain_name", "user_domain_id", "project_domain_name", "project_domain_id",
+    "domain_name", "domain_id", "token", "application_credential_id",
+    "application_credential_name", "application_credential_secret", "system_scope",
+})
+
+
+def build(host: PluginHost) -> Clouds:
+    """The backend: the connections to the cloud the host's environment names."""
+    return Clouds(CloudConfig.from_environ(host.environ))
