@@ -20,7 +20,7 @@ from convergence.ports.store import Tx
 from convergence.ports.views import DONE as DONE_STATE
 from convergence.ports.views import FAILED as FAILED_STATE
 from convergence.ports.views import TRAVERSAL_FAILED, StackView, TraversalView
-from convergence.ports.work import FINISH, NODES, PLAN, Work, batches
+from convergence.ports.work import FINISH, NODES, PLAN, Work, batches, polls
 
 
 def rolls_back(stack: StackView, trav: TraversalView) -> bool:
@@ -64,6 +64,7 @@ class Accountant:
         failed: list[int] = []
         released: list[int] = []
         failure = ""
+        due: list[tuple[int, int, float]] = []  # polls: (seq, fencing token, delay)
         for r in results:
             if r.outcome == DONE:
                 done.append(r.seq)
@@ -75,8 +76,11 @@ class Accountant:
             elif r.outcome in (PENDING, RETRY):
                 ctx.stats.polls += 1
                 delay = min(max(r.delay, 0.0), ctx.max_poll_delay)
-                follow.append(Work(NODES, trav.id, (r.seq,), delay, r.changes[0].token
-                                   if r.changes else None))
+                if r.changes:
+                    due.append((r.seq, r.changes[0].token, delay))
+                else:  # nothing of its record was touched: no token to check it by
+                    follow.append(Work(NODES, trav.id, (r.seq,), delay))
+        follow.extend(polls(trav.id, due, ctx.batch_size))
         finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
         done = [n.seq for n in finished_nodes]
         failed = [n.seq for n in tx.finish_nodes(trav.id, failed, FAILED_STATE)]

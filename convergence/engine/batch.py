@@ -33,6 +33,7 @@ from convergence.engine.step import (
     StepResult,
 )
 from convergence.logs import bind
+from convergence.ports.store import Tx
 from convergence.ports.views import READY, RUNNING, RecordChange, RecordView
 from convergence.ports.work import Work, merge
 
@@ -48,7 +49,7 @@ class BatchRunner:
         self.recorder = recorder
 
     def run_nodes(self, traversal_id: str, seqs: Sequence[int],
-                  expect: int | None = None) -> list[Work]:
+                  expects: Sequence[int] | None = None) -> list[Work]:
         """Run a batch; while ``inline_seconds`` last, go on with the successors it released,
         claiming them in the same transaction that recorded the batch (one commit per hop)."""
         ctx = self.ctx
@@ -60,19 +61,19 @@ class BatchRunner:
                 if trav is None or stack is None or trav.state != RUNNING or \
                         stack.traversal_id != trav.id:
                     ctx.stats.stale += 1
-                    if expect is not None and stack is not None:
-                        self.recorder.abandon_polled(tx, stack, traversal_id, seqs, expect)
+                    if expects is not None and stack is not None:
+                        self.recorder.abandon_polled(tx, stack, traversal_id, seqs, expects)
                     return []
+                if expects is not None:
+                    seqs = self._still_due(tx, traversal_id, seqs, expects)
+                    if not seqs:
+                        ctx.stats.stale += 1  # duplicates of polls someone already made
+                        return []
                 loaded = tx.nodes(trav.id, seqs)
                 if not any(n.state == READY for n in loaded):
                     # A redelivered message for work already done: the worker that did it may
                     # have died before passing its ready successors on, so offer them again.
                     return self.claimer.reoffer(tx, trav.id, loaded)
-                if expect is not None:
-                    ids = [n.record_id for n in loaded if n.record_id is not None]
-                    if any(t != expect for t in tx.tokens(ids).values()):
-                        ctx.stats.stale += 1  # a duplicate of a poll someone already made
-                        return []
                 batch = self.claimer.prepare(tx, trav, stack, loaded, owner)
             if batch is not None and batch.unmade:
                 self.claimer.make_records(batch, owner)
@@ -85,6 +86,17 @@ class BatchRunner:
                 more, batch = self.recorder.record(batch, results, owner, go_on=go_on)
                 follow.extend(more)
         return merge(follow, ctx.batch_size)
+
+    @staticmethod
+    def _still_due(tx: Tx, traversal_id: str, seqs: Sequence[int],
+                   expects: Sequence[int]) -> list[int]:
+        """The polled nodes whose record still has the token the poll was scheduled with:
+        a newer one means someone polled it already (a duplicated delivery)."""
+        wanted = dict(zip(seqs, expects, strict=True))
+        nodes = tx.nodes(traversal_id, seqs)
+        tokens = tx.tokens([n.record_id for n in nodes if n.record_id is not None])
+        return [n.seq for n in nodes
+                if n.record_id is not None and tokens.get(n.record_id) == wanted[n.seq]]
 
     def _steps(self, batch: Batch, owner: str) -> list[StepResult]:
         """Every node's step, in the batch's order; a step that asked for a replacement goes

@@ -169,7 +169,7 @@ class Engine:
             if work.kind == PLAN:
                 return self.plan(work.traversal_id)
             if work.kind == NODES:
-                return self.run_nodes(work.traversal_id, work.seqs, work.expect)
+                return self.run_nodes(work.traversal_id, work.seqs, work.expects)
             if work.kind == FINISH:
                 return self.finish(work.traversal_id)
         raise ValueError(f"unknown work kind {work.kind!r}")
@@ -179,10 +179,11 @@ class Engine:
         return self.planner.plan(traversal_id)
 
     def run_nodes(self, traversal_id: str, seqs: Sequence[int],
-                  expect: int | None = None) -> list[Work]:
+                  expects: Sequence[int] | None = None) -> list[Work]:
         """Run a batch of nodes, and on inline (see :mod:`convergence.engine.batch`).
-        ``expect``: for a poll, the fencing token its record had when it was scheduled."""
-        return self.runner.run_nodes(traversal_id, seqs, expect)
+        ``expects``: for polls, the fencing token each node's record had when it was
+        scheduled."""
+        return self.runner.run_nodes(traversal_id, seqs, expects)
 
     def finish(self, traversal_id: str) -> list[Work]:
         """Set the stack's outcome (see :mod:`convergence.engine.conclusion`)."""

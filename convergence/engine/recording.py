@@ -124,14 +124,16 @@ class Recorder:
 
     @staticmethod
     def abandon_polled(tx: Tx, stack: StackView, traversal_id: str,
-                       seqs: Sequence[int], expect: int) -> None:
+                       seqs: Sequence[int], expects: Sequence[int]) -> None:
         """A poll for a traversal that stopped, of a stack with none running: the step that
         sent it recorded its operation as under way just as the stack stopped (it read the
         stack a moment before), and nobody else will poll it."""
         if stack.status == "IN_PROGRESS":
             return
-        ids = [n.record_id for n in tx.nodes(traversal_id, seqs) if n.record_id is not None]
-        mine = [i for i, token in tx.tokens(ids).items() if token == expect]
+        wanted = dict(zip(seqs, expects, strict=True))
+        expected = {n.record_id: wanted[n.seq] for n in tx.nodes(traversal_id, seqs)
+                    if n.record_id is not None}
+        mine = [i for i, token in tx.tokens(expected).items() if token == expected[i]]
         events = abandon_operations(tx, stack, mine)
         tx.add_events(stack.id, stack.traversal_id, stack.generation, events)
 

@@ -375,7 +375,7 @@ def test_a_stopping_engine_starts_no_step_and_hands_its_batch_on(
     follow = rt.engine.run_nodes(traversal_id, ready)
     assert story.entities() == {}
     assert sorted(s for w in follow for s in w.seqs) == sorted(ready)
-    assert all(w.expect is None and w.countdown == 0 for w in follow)
+    assert all(w.expects is None and w.countdown == 0 for w in follow)
     assert_no_leases(rt)  # let go of at the batch's commit: others take them at once
     rt.engine.stopping.clear()  # another worker, in effect
     rt.inprocess.dispatch(follow)
@@ -598,7 +598,7 @@ def test_a_poll_or_a_lapsed_watch_in_a_stopped_stack_abandons_the_operation(
                 "WHERE id = :id"), {"until": tx.now + LEASE, "id": record.id})
         assert _in_progress(story) == ["a"]
         if via_poll:
-            rt.engine.run_nodes(traversal_id, [0], expect=record.fencing_token)
+            rt.engine.run_nodes(traversal_id, [0], expects=[record.fencing_token])
         else:
             clock = rt.clock
             assert isinstance(clock, ManualClock)

@@ -67,7 +67,7 @@ class Recorder:
 
 PLAN_T = Work(PLAN, "t")
 WAVE = [Work(NODES, "t", (1, 2)), Work(NODES, "t", (3,))]
-POLL = Work(NODES, "t", (4,), countdown=0.5, expect=7)
+POLL = Work(NODES, "t", (4,), countdown=0.5, expects=(7,))
 FIN = Work(FINISH, "t")
 
 
