@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from convergence.dispatch.inprocess import InProcessDispatcher
@@ -24,7 +26,7 @@ from convergence.ports.clock import Clock, SystemClock
 from convergence.ports.dispatch import Dispatcher
 from convergence.services.holds import StackHolds
 from convergence.settings import Settings
-from convergence.store.db import make_engine
+from convergence.store.db import make_engine, sqlite_folder
 from convergence.store.entity_tables import SqlEntityTables
 from convergence.store.migrate import ensure_schema
 from convergence.store.transactions import Store
@@ -46,6 +48,18 @@ class Runtime:
         return self.dispatcher if isinstance(self.dispatcher, InProcessDispatcher) else None
 
 
+def _embedded_cloud(settings: Settings) -> Callable[[], Mapping[str, str]]:
+    """The embedded mode's cloud when none is configured: a simulated one, started in this
+    process on first use, kept beside the embedded database (or in a temporary folder)."""
+    def start() -> Mapping[str, str]:
+        from convergence.simcloud import embedded
+
+        folder = sqlite_folder(settings.database_url) or tempfile.mkdtemp()
+        return embedded.start(Path(folder) / "simcloud")
+
+    return start
+
+
 def open_runtime(settings: Settings, *, clock: Clock | None = None,
                  registry: PluginRegistry | None = None, dispatcher: Dispatcher | None = None,
                  migrate: bool = True, environ: Mapping[str, str] | None = None,
@@ -59,15 +73,17 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     store = Store(db, clock.now)
     # The plugins' backends, built from what every plugin is handed: the clock, the store's
     # entity tables (and the environment, for their own settings).
+    environ = os.environ if environ is None else environ
     registry = (registry or PluginRegistry.from_entry_points()).bind(
-        PluginHost(now=clock.now, entity_tables=SqlEntityTables(db),
-                   environ=os.environ if environ is None else environ))
+        PluginHost(now=clock.now, entity_tables=SqlEntityTables(db), environ=environ,
+                   fallback_cloud=_embedded_cloud(settings) if settings.embedded else None))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
                     max_poll_delay=settings.poll_seconds,
                     inline_seconds=settings.inline_seconds,
-                    sweep_seconds=settings.sweep_seconds)
+                    sweep_seconds=settings.sweep_seconds,
+                    action_retry_limit=settings.action_retry_limit)
     if dispatcher is None:
         if settings.broker_url:
             from convergence.dispatch.celery_dispatch import CeleryDispatcher

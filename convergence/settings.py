@@ -63,6 +63,9 @@ class Settings:
     sweep_seconds: float = 5.0
     batch_size: int = 200
     poll_seconds: float = 1.0  # longest wait between two polls of a pending operation
+    # Heat's action_retry_limit: how many times a create that failed in the cloud (a server
+    # in ERROR) is tried again, each time by replacing what failed.
+    action_retry_limit: int = 5
     # How long a step may go on with the successors it released before handing them over.
     inline_seconds: float = 0.5
     worker_id: str = ""
@@ -137,6 +140,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sweep_seconds=float(get("SWEEP_SECONDS") or 5.0),
         batch_size=int(get("BATCH_SIZE") or 200),
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
+        action_retry_limit=int(get("ACTION_RETRY_LIMIT") or 5),
         inline_seconds=float(get("INLINE_SECONDS") or 0.5),
         max_request_bytes=int(get("MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),
         max_template_bytes=int(get("MAX_TEMPLATE_BYTES") or DEFAULT_MAX_TEMPLATE_BYTES),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from convergence.engine.claim import Batch, Claimer
-from convergence.engine.context import EngineContext
+from convergence.engine.context import EngineContext, next_step_delay
 from convergence.engine.step import DONE, FAILED, PENDING, RELEASED, RETRY, StepResult
 from convergence.engine.traversals import begin_rollback, stack_event
 from convergence.ports.store import Tx
@@ -75,7 +75,7 @@ class Accountant:
                 failure = failure or r.reason
             elif r.outcome in (PENDING, RETRY):
                 ctx.stats.polls += 1
-                delay = min(max(r.delay, 0.0), ctx.max_poll_delay)
+                delay = next_step_delay(r.outcome, r.delay, ctx.max_poll_delay)
                 if r.changes:
                     due.append((r.seq, r.changes[0].token, delay))
                 else:  # nothing of its record was touched: no token to check it by

@@ -192,6 +192,14 @@ class BatchRunner:
             claimed = tx.claim_records(list(new_ids.values()), owner,
                                        tx.now + ctx.lease_seconds)
             ctx.leases.add(owner, claimed)
-            for seq, new_id in new_ids.items():
-                tx.set_node_record(trav.id, seq, new_id)
+            added = 0
+            for inp, _ in wanted:
+                seq = inp.node.seq
+                if seq in new_ids:
+                    tx.set_node_record(trav.id, seq, new_ids[seq])
+                    # The old version is deleted by this traversal, after its resource
+                    # converged: one made while it ran has no cleanup node of its plan yet.
+                    added += tx.add_cleanup_node(trav.id, seq, inp.record.id, inp.record.name)
+            if added:
+                tx.count_added(trav.id, added)  # the traversal's row last, as ever
             return {seq: claimed[new_id] for seq, new_id in new_ids.items()}

@@ -53,6 +53,19 @@ def policies(definition: StackDefinition | None,
     return {name: definition_policy(definition, name) for name, _ in items}
 
 
+MAX_RETRY_DELAY = 300.0  # the longest a call the cloud refused waits before it is made again
+
+
+def next_step_delay(outcome: str, delay: float, max_poll_delay: float) -> float:
+    """How long until a node is stepped again. An operation under way is looked at again
+    within ``max_poll_delay`` (a newer definition, a cancel or a shutdown is noticed soon);
+    a call the cloud refused for now waits as long as the plugin says the cloud asked (a
+    429's ``Retry-After``: 30 s is 30 s, not one), up to :data:`MAX_RETRY_DELAY`."""
+    if outcome == "retry":
+        return min(max(delay, 0.0), MAX_RETRY_DELAY)
+    return min(max(delay, 0.0), max_poll_delay)
+
+
 class EngineContext:
     """One engine's shared state. Settings are fixed at construction; ``stats``,
     ``finishes``, ``observers`` and ``on_step`` are read and written by the parts and, through
@@ -60,13 +73,15 @@ class EngineContext:
 
     def __init__(self, store: Store, registry: PluginRegistry, *, worker_id: str,
                  lease_seconds: float, batch_size: int, max_poll_delay: float,
-                 inline_seconds: float, sweep_seconds: float) -> None:
+                 inline_seconds: float, sweep_seconds: float,
+                 action_retry_limit: int = 5) -> None:
         self.store = store
         self.registry = registry
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         self.batch_size = batch_size
         self.max_poll_delay = max_poll_delay
+        self.action_retry_limit = action_retry_limit
         self.inline_seconds = inline_seconds
         self.sweep_seconds = sweep_seconds
         self.leases = LeaseKeeper(store, lease_seconds)

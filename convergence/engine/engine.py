@@ -55,14 +55,17 @@ class Engine:
     def __init__(self, store: Store, registry: PluginRegistry, *, worker_id: str = "",
                  lease_seconds: float = 30.0,
                  batch_size: int = 200, max_poll_delay: float = 1.0,
-                 inline_seconds: float = 0.5, sweep_seconds: float = 5.0) -> None:
+                 inline_seconds: float = 0.5, sweep_seconds: float = 5.0,
+                 action_retry_limit: int = 5) -> None:
         self.ctx = ctx = EngineContext(
             store, registry, worker_id=worker_id or f"engine-{uuid.uuid4().hex[:8]}",
             lease_seconds=lease_seconds, batch_size=batch_size, max_poll_delay=max_poll_delay,
-            inline_seconds=inline_seconds, sweep_seconds=sweep_seconds)
+            inline_seconds=inline_seconds, sweep_seconds=sweep_seconds,
+            action_retry_limit=action_retry_limit)
         self._plugins: dict[str, ResourcePlugin] = {}
         self.stepper = Stepper(self._plugin, self._context, store.clock,
-                               self._deletion_policy, unreachable=store.unreachable)
+                               self._deletion_policy, unreachable=store.unreachable,
+                               action_retry_limit=action_retry_limit)
         self.planner = Planner(ctx)
         self.claimer = Claimer(ctx)
         self.concluder = Concluder(ctx)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from convergence.engine.accounting import Accountant
 from convergence.engine.claim import Batch
-from convergence.engine.context import EngineContext
+from convergence.engine.context import EngineContext, next_step_delay
 from convergence.engine.step import FAILED, PENDING, RETRY, StepResult
 from convergence.ports.store import Tx
 from convergence.ports.views import RUNNING, NewEvent, NewOrphan, RecordChange, StackView
@@ -176,7 +176,7 @@ class Recorder:
         poll comes by then (its message was lost), the sweeper takes the resource over."""
         changes = result.changes
         if current and changes and result.outcome in (PENDING, RETRY):
-            delay = min(max(result.delay, 0.0), self.ctx.max_poll_delay)
+            delay = next_step_delay(result.outcome, result.delay, self.ctx.max_poll_delay)
             changes = [dataclasses.replace(changes[0], watch=delay + self.ctx.lease_seconds),
                        *changes[1:]]
         return changes

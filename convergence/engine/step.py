@@ -53,6 +53,10 @@ class Replacement:
     properties: Mapping[str, Any]
     requires: list[int]
     events: list[NewEvent]  # told before the new version's own (a preemption's)
+    # A create tried again after it failed in the cloud: the attempt this is (1: the first),
+    # and what the failed version's record says of it (its physical id, FAILED, the reason).
+    attempt: int = 1
+    failed: Mapping[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -101,8 +105,14 @@ class Stepper:
                  context: Callable[[StackView, RecordView, Callable[[], bool]], PluginContext],
                  now: Callable[[], float],
                  deletion_policy: Callable[[RecordView], str | None] = lambda record: "Delete",
-                 *, unreachable: Callable[[BaseException], bool]) -> None:
+                 *, unreachable: Callable[[BaseException], bool],
+                 action_retry_limit: int = 5) -> None:
         self._plugin = plugins
+        self._retry_limit = action_retry_limit
+        # Calls the cloud refused in a row, by record: the next wait doubles each time (up to
+        # a minute), unless the cloud asked for longer. Kept per process: a crash only
+        # starts the backoff over.
+        self._refused: dict[int, int] = {}
         self._context = context
         self._now = now
         self._deletion_policy = deletion_policy
@@ -130,7 +140,8 @@ class Stepper:
             plugin = self._plugin(needed.rtype)
             assert plugin is not None  # the step found it before it asked
             result = self._act(inp, plugin, new, new.fencing_token, CREATE, needed.properties,
-                               needed.requires, replacing=inp.record)
+                               needed.requires, replacing=inp.record, attempt=needed.attempt,
+                               replaced_values=needed.failed)
             result.events[:0] = needed.events
             return _stamp_policy(inp, result)
         except Exception as exc:  # as in run
@@ -230,10 +241,16 @@ class Stepper:
     def _act(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView, token: int,
              verb: str, props: Mapping[str, Any], requires: list[int], *,
              poll: bool = False, replacing: RecordView | None = None,
-             old: Mapping[str, Any] | None = None, settle: bool = False) -> StepResult:
+             old: Mapping[str, Any] | None = None, settle: bool = False,
+             attempt: int | None = None,
+             replaced_values: Mapping[str, Any] | None = None) -> StepResult:
         """Start (or poll) ``verb`` toward ``props``. ``old``: the properties an update starts
         from (default: the record's). ``settle``: the operation is an older definition's; once
-        it ends, record what it made and go again (the node is not done)."""
+        it ends, record what it made and go again (the node is not done). ``attempt``: which
+        try of a create this is (default: the one its operation under way says, or the
+        first); ``replaced_values``: what to record of the version ``replacing`` replaces."""
+        if attempt is None:
+            attempt = int((record.operation or {}).get("attempt", 1))
         ctx = self._context(inp.stack, record, inp.lease_good)
         try:
             _check_lease(inp)
@@ -247,16 +264,31 @@ class Stepper:
                 progress = plugin.update(ctx, record.physical_id,
                                          record.properties if old is None else old, props)
         except ResourceFailure as exc:
-            result = self.fail(inp, record, token, verb, str(exc) or "failed")
+            if verb == CREATE and exc.physical_id is not None and not settle and \
+                    attempt <= self._retry_limit:
+                result = self._try_again(inp, record, token, exc, props, requires, attempt,
+                                         replacing is not None)
+            else:
+                result = self.fail(inp, record, token, verb, str(exc) or "failed")
+                if exc.physical_id is not None:  # what failed is there: its record names it
+                    result.changes[0].values["physical_id"] = exc.physical_id
+                    result.events[-1] = dataclasses.replace(
+                        result.events[-1], physical_resource_id=exc.physical_id)
             if replacing is not None:
-                result.changes.append(RecordChange(replacing.id, inp.token, {}))
+                result.changes.append(RecordChange(replacing.id, inp.token,
+                                                   dict(replaced_values or {})))
             return result
         except RetryLater as exc:
+            refused = self._refused.get(record.id, 0)
+            self._refused[record.id] = refused + 1
+            delay = max(exc.delay, min(exc.delay * 2 ** refused, 60.0))
             result = StepResult(inp.node.seq, RETRY, [RecordChange(record.id, token, {})],
-                                delay=exc.delay, reason=str(exc))
+                                delay=delay, reason=str(exc))
             if replacing is not None:
-                result.changes.append(RecordChange(replacing.id, inp.token, {}))
+                result.changes.append(RecordChange(replacing.id, inp.token,
+                                                   dict(replaced_values or {})))
             return result
+        self._refused.pop(record.id, None)
         rtype = inp.definition.resource_types[inp.node.name] if inp.definition else record.type
         physical_id = progress.physical_id or record.physical_id
         events: list[NewEvent] = []
@@ -274,7 +306,7 @@ class Stepper:
             change = RecordChange(record.id, token, {
                 "physical_id": physical_id, "action": verb, "status": "IN_PROGRESS",
                 "type": rtype, "operation": {"action": verb, "state": dict(progress.state),
-                                             "properties": dict(props)},
+                                             "properties": dict(props), "attempt": attempt},
                 # While in progress it may be built on the old dependencies and the new: a
                 # traversal planned meanwhile deletes neither before this one moves away.
                 "requires": sorted(set(record.requires) | set(requires)),
@@ -301,8 +333,32 @@ class Stepper:
                                    "state changed"))
             result = StepResult(inp.node.seq, RETRY if settle else DONE, [change], events)
         if replacing is not None:
-            result.changes.append(RecordChange(replacing.id, inp.token, {}))
+            result.changes.append(RecordChange(replacing.id, inp.token,
+                                               dict(replaced_values or {})))
         return result
+
+    def _try_again(self, inp: StepInput, record: RecordView, token: int,
+                   exc: ResourceFailure, props: Mapping[str, Any], requires: list[int],
+                   attempt: int, replacing: bool) -> StepResult:
+        """A create that failed in the cloud, tried again: a new version is made and the one
+        that failed is deleted after (by a cleanup node of this traversal), never adopted as
+        if it were good. The failure is in the events, with the cloud's message."""
+        failed_id = exc.physical_id
+        rtype = inp.definition.resource_types[inp.node.name] if inp.definition else record.type
+        reason = f"{exc} (attempt {attempt} of {self._retry_limit + 1}: trying again)"
+        failed = {"physical_id": failed_id, "action": CREATE, "status": "FAILED",
+                  "status_reason": reason, "operation": None}
+        event = NewEvent(record.name, failed_id, record.type, CREATE, "FAILED", reason)
+        if replacing:
+            # Already the new version of a replacement (its create failed at once): poll it
+            # now; the poll finds it failed and replaces it, as any failure found by a poll.
+            change = RecordChange(record.id, token, {
+                "physical_id": failed_id, "action": CREATE, "status": "IN_PROGRESS",
+                "type": rtype, "operation": {"action": CREATE, "state": {},
+                                             "properties": dict(props), "attempt": attempt}})
+            return StepResult(inp.node.seq, PENDING, [change], [], delay=0.0)
+        return StepResult(inp.node.seq, REPLACE, replacement=Replacement(
+            rtype, props, requires, [event], attempt=attempt + 1, failed=failed))
 
     # cleanup --------------------------------------------------------------------------------
     def _cleanup(self, inp: StepInput) -> StepResult:

@@ -36,7 +36,16 @@ CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
 
 
 class ResourceFailure(Exception):
-    """The action failed for good; the message is the resource's status reason."""
+    """The action failed for good; the message is the resource's status reason.
+
+    ``physical_id``: what the failed action left in the cloud (a server in ERROR), when
+    something is there. A create that failed so is tried again by replacing it: a new
+    physical resource, the failed one deleted after (``action_retry_limit`` bounds it).
+    """
+
+    def __init__(self, message: str = "", physical_id: str | None = None) -> None:
+        super().__init__(message)
+        self.physical_id = physical_id
 
 
 class RetryLater(Exception):
@@ -73,12 +82,16 @@ class PluginHost:
     """What the runtime hands every plugin to build its backends with.
 
     ``entity_tables``: the store's tables for plugin backends (None: the store keeps none);
-    ``environ``: where a plugin reads its own settings from, once, as its backends are built.
+    ``environ``: where a plugin reads its own settings from, once, as its backends are built;
+    ``fallback_cloud``: what to use when that names no cloud.
     """
 
     now: Callable[[], float]
     entity_tables: EntityTables | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    # The environment of a cloud to use when ``environ`` names none, made on first use (the
+    # embedded mode starts a simulated cloud): None, no such fallback.
+    fallback_cloud: Callable[[], Mapping[str, str]] | None = None
 
 
 # A backend a plugin talks to (a cloud's client, a table standing for a cloud API), built by a

@@ -26,6 +26,7 @@ on it at once (the second BEGIN fails) — concurrency tests need a file.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,14 @@ _PG_POOL_RECYCLE_SECONDS = 1800
 
 def is_sqlite(url: str | URL) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_folder(url: str | URL) -> str | None:
+    """The folder of a SQLite database file; None for another database or one in memory."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return str(os.path.dirname(os.path.abspath(str(parsed.database))))
 
 
 def redacted_url(url: str | URL) -> str:

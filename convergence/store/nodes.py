@@ -78,6 +78,28 @@ class NodeQueries(TxPart):
             T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == seq,
         ).values(record_id=record_id))
 
+    def add_cleanup_node(self, traversal_id: str, after: int, record_id: int,
+                         name: str) -> bool:
+        """A cleanup node for ``record_id`` (replaced while the traversal runs, so its plan has
+        none) that waits for node ``after``. Its seq is ``-record_id``: planned seqs count up
+        from 0 and a record is replaced once, so it is unique with no lock to take."""
+        found = self.conn.execute(select(T_NODE.c.seq).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id == record_id,
+            T_NODE.c.phase == "cleanup")).first()
+        if found is not None:
+            return False
+        before = self.conn.execute(select(T_NODE.c.successors).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == after)).first()
+        if before is None:
+            return False
+        self.conn.execute(T_NODE.insert().values(
+            traversal_id=traversal_id, seq=-record_id, record_id=record_id, name=name,
+            phase="cleanup", pending=1, state=WAITING, successors=[], updated_at=self.now))
+        self.conn.execute(update(T_NODE).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == after,
+        ).values(successors=[*(before.successors or []), -record_id]))
+        return True
+
     def finish_nodes(self, traversal_id: str, seqs: Sequence[int],
                      state: str) -> list[NodeView]:
         """Mark nodes DONE or FAILED; returns those that were not finished already."""

@@ -59,6 +59,12 @@ class TraversalQueries(TxPart):
         ).values(state=RUNNING, nodes_total=total, nodes_remaining=total))
         return result.rowcount == 1
 
+    def count_added(self, traversal_id: str, added: int) -> None:
+        """Nodes added to a running traversal's plan (cleanups of what it replaced)."""
+        self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id).values(
+            nodes_total=T_TRAV.c.nodes_total + added,
+            nodes_remaining=T_TRAV.c.nodes_remaining + added))
+
     def count_done(self, traversal_id: str, done: int, failed: int, failure: str) -> int:
         """Take finished nodes off the traversal's counter; returns what remains."""
         values: dict[str, Any] = {

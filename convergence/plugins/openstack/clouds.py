@@ -7,9 +7,9 @@ cloud) and a plugin asks :meth:`Clouds.connection` for the connection of the sta
 Where the cloud comes from is openstacksdk's own way: ``OS_CLOUD`` names an entry of a
 ``clouds.yaml`` (``OS_CLIENT_CONFIG_FILE``, the current folder, ``~/.config/openstack``,
 ``/etc/openstack``), or ``OS_AUTH_URL`` and the other ``OS_*`` variables describe one. The
-environment the runtime hands over is read once, here; a runtime that started a simulated
-cloud for the embedded mode hands an environment naming it. With neither, no cloud is
-configured and a plugin that needs one fails its resource saying so.
+environment the runtime hands over is read once, here. When it names no cloud, the host's
+``fallback_cloud`` is asked for one on first use (the embedded mode starts a simulated cloud
+then); with no fallback either, a plugin that needs a cloud fails its resource saying so.
 
 A connection is made lazily, on the first call that needs it, and kept: its token is renewed
 by keystoneauth when it expires. Connections do no retries of their own (``retries`` 0): a
@@ -20,7 +20,7 @@ worker thread never sleeps inside the SDK.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,17 +57,23 @@ class CloudConfig:
 
 
 class Clouds:
-    """The connections of one process, by cloud name (thread-safe)."""
+    """The connections of one process, by cloud name (thread-safe). ``fallback``: the
+    environment of a cloud to use when none is configured, asked once, on first use."""
 
-    def __init__(self, default: CloudConfig | None) -> None:
+    def __init__(self, default: CloudConfig | None,
+                 fallback: Callable[[], Mapping[str, str]] | None = None) -> None:
         self.default = default
+        self._fallback = fallback
         self._connections: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def connection(self, cloud: str | None = None) -> Any:
         """The connection to ``cloud`` (a ``clouds.yaml`` entry; None: the default cloud)."""
-        config = self._config(cloud)
         with self._lock:
+            if self.default is None and self._fallback is not None:
+                self.default = CloudConfig.from_environ(self._fallback())
+                self._fallback = None
+            config = self._config(cloud)
             found = self._connections.get(config.cloud)
             if found is None:
                 with translated(f"connecting to cloud {config.cloud!r}"):
@@ -122,4 +128,4 @@ _AUTH_KEYS = frozenset({
 
 def build(host: PluginHost) -> Clouds:
     """The backend: the connections to the cloud the host's environment names."""
-    return Clouds(CloudConfig.from_environ(host.environ))
+    return Clouds(CloudConfig.from_environ(host.environ), host.fallback_cloud)

@@ -179,7 +179,8 @@ class OpenStackResource(PluginBase):
         found = self.state(obj)
         if found.phase == FAILED:
             raise ResourceFailure(f"{self.noun} {physical_id} went to ERROR"
-                                  + (f": {found.message}" if found.message else ""))
+                                  + (f": {found.message}" if found.message else ""),
+                                  physical_id=physical_id)
         if found.phase == BUILDING:
             return Progress.pending(self.poll_delay, {"phase": found.phase}, physical_id)
         with translated(f"reading {self.noun} {physical_id}"):
