@@ -65,9 +65,13 @@ class Accountant:
         released: list[int] = []
         failure = ""
         due: list[tuple[int, int, float]] = []  # polls: (seq, fencing token, delay)
+        check_failed: set[int] = set()  # checked, found wrong: done, but counted as failed
         for r in results:
             if r.outcome == DONE:
                 done.append(r.seq)
+                if r.check_failed:
+                    check_failed.add(r.seq)
+                    failure = failure or r.reason
             elif r.outcome == RELEASED:
                 released.append(r.seq)
             elif r.outcome == FAILED:
@@ -101,7 +105,9 @@ class Accountant:
                                        inline=True)
         finished = False
         if done or failed or skipped:
-            remaining = tx.count_done(trav.id, len(done) + skipped, len(failed), failure)
+            checked_wrong = len(check_failed.intersection(done))
+            remaining = tx.count_done(trav.id, len(done) + skipped - checked_wrong,
+                                      len(failed) + checked_wrong, failure)
             finished = remaining <= 0
         follow.extend(batches(trav.id, ready + released, ctx.batch_size))
         if finished:

@@ -121,7 +121,8 @@ class BatchRunner:
             inp = StepInput(stack=stack, traversal_id=trav.id, generation=trav.generation,
                             template_id=trav.template_id, definition=batch.definition,
                             node=node, record=record, token=token, heads=batch.heads,
-                            worked_on=token > 1, lease_good=lambda: ctx.leases.good(owner))
+                            worked_on=token > 1, lease_good=lambda: ctx.leases.good(owner),
+                            action=trav.action, observe=trav.observe)
             if batch.timed_out:
                 results.append(self.stepper.fail(
                     inp, record, token, record.action if record.action != "INIT" else "CREATE",

@@ -67,7 +67,8 @@ class Concluder:
             "observed_generation": trav.generation,
         }
         if ok:
-            if trav.action != "ROLLBACK":  # a rollback's target is the one it went back to
+            # A rollback's target is the one it went back to; a check changed nothing.
+            if trav.action not in ("ROLLBACK", "CHECK"):
                 values["rollback_template_id"] = trav.template_id
             values["outputs"] = self._outputs(tx, stack, trav)
             if trav.action == "DELETE":

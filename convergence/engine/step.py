@@ -16,11 +16,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from convergence.engine.decide import Action, Desired, Observed, decide_cleanup, decide_converge
 from convergence.engine.deletion import RETAIN, SNAPSHOT, definition_policy
+from convergence.engine.observing import ObservingSteps
+from convergence.engine.outcomes import (
+    CHECK,
+    DONE,
+    FAILED,
+    PENDING,
+    RELEASED,
+    REPLACE,
+    RETRY,
+    Replacement,
+    StepInput,
+    StepResult,
+)
 from convergence.engine.stackdata import RecordData
 from convergence.plugins.base import (
     CREATE,
@@ -32,62 +44,15 @@ from convergence.plugins.base import (
     ResourcePlugin,
     RetryLater,
 )
-from convergence.ports.views import NewEvent, NodeView, RecordChange, RecordView, StackView
-from convergence.template import StackDefinition, StackIdentity, TemplateError, UnknownValue
+from convergence.ports.views import NewEvent, RecordChange, RecordView, StackView
+from convergence.template import StackIdentity, TemplateError, UnknownValue
 from convergence.template.properties import with_defaults
 
 log = logging.getLogger(__name__)
-
-DONE, FAILED, PENDING, RETRY = "done", "failed", "pending", "retry"
-RELEASED = "released"  # not started: the lease let go of, the node offered to others
-# Not finished: the resource must be replaced, and nothing was done yet. The batch makes the
-# new version of the record and goes on with :meth:`Stepper.replace`; never recorded as such.
-REPLACE = "replace"
-
-
-@dataclass(frozen=True, slots=True)
-class Replacement:
-    """What a step that must replace its resource goes on with once its new record exists."""
-
-    rtype: str  # the type of the new version
-    properties: Mapping[str, Any]
-    requires: list[int]
-    events: list[NewEvent]  # told before the new version's own (a preemption's)
-    # A create tried again after it failed in the cloud: the attempt this is (1: the first),
-    # and what the failed version's record says of it (its physical id, FAILED, the reason).
-    attempt: int = 1
-    failed: Mapping[str, Any] | None = None
-
-
-@dataclass(slots=True)
-class StepResult:
-    seq: int
-    outcome: str  # done | failed | pending | retry | released | replace
-    changes: list[RecordChange] = field(default_factory=list)
-    events: list[NewEvent] = field(default_factory=list)
-    delay: float = 0.0
-    reason: str = ""
-    replacement: Replacement | None = None  # for REPLACE only
-
-
-@dataclass(frozen=True, slots=True)
-class StepInput:
-    """Everything one node's step may read."""
-
-    stack: StackView
-    traversal_id: str
-    generation: int
-    template_id: str | None
-    definition: StackDefinition | None
-    node: NodeView
-    record: RecordView
-    token: int
-    heads: Mapping[str, RecordView]
-    worked_on: bool
-    # Whether the batch's leases are still good: asked before each call to the cloud, so
-    # that a worker that woke up past its lease leaves the resource to its new holder.
-    lease_good: Callable[[], bool] = lambda: True
-
+# The values a step answers with live in ``outcomes``; named here too, for the batch runner,
+# the recorder and the accountant that read them.
+__all__ = ["CHECK", "DONE", "FAILED", "PENDING", "RELEASED", "REPLACE", "RETRY", "Replacement",
+           "StepInput", "StepResult", "Stepper", "observed_of"]
 
 def observed_of(record: RecordView, worked_on: bool = True) -> Observed:
     return Observed(
@@ -98,7 +63,7 @@ def observed_of(record: RecordView, worked_on: bool = True) -> Observed:
     )
 
 
-class Stepper:
+class Stepper(ObservingSteps):
     """Runs node steps with a plugin registry, a clock and the plugins' backends."""
 
     def __init__(self, plugins: Callable[[str], ResourcePlugin | None],
@@ -122,6 +87,11 @@ class Stepper:
     def run(self, inp: StepInput) -> StepResult:
         """The node's step; a ``REPLACE`` result is to be gone on with by :meth:`replace`."""
         try:
+            if inp.action == CHECK:  # looks, changes nothing
+                if inp.node.phase == "converge":
+                    return self._check(inp)
+                return StepResult(inp.node.seq, DONE,
+                                  [RecordChange(inp.record.id, inp.token, {})])
             if inp.node.phase == "converge":
                 return _stamp_policy(inp, self._converge(inp))
             return self._cleanup(inp)
@@ -193,6 +163,11 @@ class Stepper:
                 return self._act(inp, plugin, record, inp.token,
                                  str(op.get("action", CREATE)), started, requires,
                                  poll=True, settle=True)
+        if inp.observe and record.physical_id is not None and \
+                record.action not in ("INIT", "DELETE"):
+            repaired = self._repair(inp, plugin, record, props, requires, rtype)
+            if repaired is not None:
+                return repaired
         observed = observed_of(record)
         replace = observed.action not in ("INIT", "DELETE") and \
             plugin.needs_replace(record.properties, props)
@@ -279,11 +254,7 @@ class Stepper:
                                                    dict(replaced_values or {})))
             return result
         except RetryLater as exc:
-            refused = self._refused.get(record.id, 0)
-            self._refused[record.id] = refused + 1
-            delay = max(exc.delay, min(exc.delay * 2 ** refused, 60.0))
-            result = StepResult(inp.node.seq, RETRY, [RecordChange(record.id, token, {})],
-                                delay=delay, reason=str(exc))
+            result = self._refused_result(inp, record, token, exc)
             if replacing is not None:
                 result.changes.append(RecordChange(replacing.id, inp.token,
                                                    dict(replaced_values or {})))
@@ -336,6 +307,15 @@ class Stepper:
             result.changes.append(RecordChange(replacing.id, inp.token,
                                                dict(replaced_values or {})))
         return result
+
+    def _refused_result(self, inp: StepInput, record: RecordView, token: int,
+                        exc: RetryLater) -> StepResult:
+        """Try again later: as long as the cloud asked, doubling while it keeps refusing."""
+        refused = self._refused.get(record.id, 0)
+        self._refused[record.id] = refused + 1
+        delay = max(exc.delay, min(exc.delay * 2 ** refused, 60.0))
+        return StepResult(inp.node.seq, RETRY, [RecordChange(record.id, token, {})],
+                          delay=delay, reason=str(exc))
 
     def _try_again(self, inp: StepInput, record: RecordView, token: int,
                    exc: ResourceFailure, props: Mapping[str, Any], requires: list[int],

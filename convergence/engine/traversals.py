@@ -33,16 +33,19 @@ def _supersede(tx: Tx, stack: StackView, generation: int, keep: str) -> None:
 
 
 def begin_traversal(tx: Tx, stack: StackView, action: str, template_id: str | None, *,
-                    stack_template_id: str | None = None, reason: str = "") -> str:
+                    stack_template_id: str | None = None, reason: str = "",
+                    observe: bool = False) -> str:
     """Start a traversal toward the stack's next generation; it supersedes the running one.
 
     ``template_id`` is what the traversal converges to (None: nothing, every resource goes);
     ``stack_template_id`` is what the stack records as its template (default: the traversal's,
-    or the one it has when the traversal has none).
+    or the one it has when the traversal has none); ``observe``: its steps look at the cloud
+    before they decide (a CHECK; an update that converges with observed reality).
     """
     generation = stack.generation + 1
     deadline = tx.now + stack.timeout_mins * 60 if stack.timeout_mins else None
-    traversal_id = tx.insert_traversal(stack.id, generation, action, template_id, deadline)
+    traversal_id = tx.insert_traversal(stack.id, generation, action, template_id, deadline,
+                                       observe)
     _supersede(tx, stack, generation, keep=traversal_id)
     reason = reason or f"Stack {action} started"
     tx.update_stack(stack.id, generation=generation, traversal_id=traversal_id,

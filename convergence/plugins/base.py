@@ -78,6 +78,34 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class Observation:
+    """What a resource really is, as ``observe`` found it in the cloud.
+
+    ``exists``: the cloud has it; ``healthy``: it is in a working state (not ERROR);
+    ``reason``: why not (the cloud's fault message); ``properties``: the current values of
+    the properties the type can read back (only those: the others are not compared), which a
+    check compares with what the record says it converged to.
+    """
+
+    exists: bool
+    healthy: bool = True
+    reason: str = ""
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def missing(cls, reason: str = "not found in the cloud") -> Observation:
+        return cls(False, False, reason)
+
+    @classmethod
+    def broken(cls, reason: str, properties: Mapping[str, Any] | None = None) -> Observation:
+        return cls(True, False, reason, properties or {})
+
+    @classmethod
+    def fine(cls, properties: Mapping[str, Any] | None = None) -> Observation:
+        return cls(True, True, "", properties or {})
+
+
+@dataclass(frozen=True, slots=True)
 class PluginHost:
     """What the runtime hands every plugin to build its backends with.
 
@@ -152,6 +180,12 @@ class ResourcePlugin(Protocol):
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool: ...
 
+    # What ``physical_id`` really is in the cloud (a ``stack check``, an update that
+    # converges with reality); None: the type cannot tell, and counts as healthy. Raises
+    # RetryLater when the cloud does not answer.
+    def observe(self, ctx: PluginContext, physical_id: str,
+                props: Mapping[str, Any]) -> Observation | None: ...
+
     def reference_id(self, physical_id: str | None, props: Mapping[str, Any],
                      attributes: Mapping[str, Any]) -> Any: ...
 
@@ -190,6 +224,11 @@ class PluginBase:
 
     def discard(self, ctx: PluginContext, physical_id: str) -> None:
         """Nothing in a cloud, nothing to remove."""
+
+    def observe(self, ctx: PluginContext, physical_id: str,
+                props: Mapping[str, Any]) -> Observation | None:
+        """Nothing in a cloud to look at: a check cannot tell, and counts it healthy."""
+        return None
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         """Replace when a property that cannot be updated in place changed."""

@@ -80,6 +80,9 @@ class TraversalView:
     nodes_failed: int
     failure: str
     deadline: float | None
+    # Its steps look at the cloud before they decide: a CHECK (which changes nothing) or an
+    # update asked to converge with observed reality.
+    observe: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,8 +102,12 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
                  parameters: Mapping[str, Any] | None = None, existing: bool = False,
                  timeout_mins: int | None = None,
                  clear_parameters: Sequence[str] = (), disable_rollback: bool | None = None,
-                 expected_generation: int | None = None) -> StackView:
+                 expected_generation: int | None = None, converge: bool = False) -> StackView:
     """Accept an update; it supersedes whatever traversal is running.
+
+    ``converge`` (Heat's ``converge: true``): the update converges with observed reality
+    too: what vanished from the cloud is made again, what is in ERROR replaced, and what was
+    changed behind the engine's back changed back.
 
     ``existing`` (PATCH): start from the stack's current template, environment and parameters
     and apply what is given on top; ``clear_parameters`` drops kept values (back to defaults).
@@ -146,7 +150,8 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         if changes:
             tx.update_stack(stack.id, **changes)
             stack = stack_or_404(tx, tenant, stack.id)
-        traversal_id = begin_traversal(tx, stack, "UPDATE", put_template(rt, tx, wanted))
+        traversal_id = begin_traversal(tx, stack, "UPDATE", put_template(rt, tx, wanted),
+                                       observe=converge)
         return stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accepted)
@@ -169,6 +174,30 @@ def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
     stack, traversal_id = rt.store.transact(accepted)
     if traversal_id is not None:
         _start(rt, traversal_id)
+    return stack
+
+
+def check_stack(rt: Runtime, tenant: str, name_or_id: str, *,
+                expected_generation: int | None = None) -> StackView:
+    """Accept a check: every resource is looked at in the cloud (missing, in ERROR or changed
+    behind the engine's back fails its check) and nothing is changed; the stack ends
+    ``CHECK_COMPLETE`` or ``CHECK_FAILED``. Refused (409) while another request of the stack
+    is in progress, or for a stack never created."""
+
+    def accepted(tx: Tx) -> tuple[StackView, str]:
+        stack = locked_stack(tx, tenant, name_or_id)
+        _refuse_while_deleting(stack, "checked")
+        _expect(stack, expected_generation)
+        if stack.status == "IN_PROGRESS":
+            raise Conflict(f"The Stack ({stack.name}) has an action ({stack.action}) in "
+                           "progress; it cannot be checked now.")
+        if stack.template_id is None:
+            raise Conflict(f"The Stack ({stack.name}) has no template to check against.")
+        traversal_id = begin_traversal(tx, stack, "CHECK", stack.template_id, observe=True)
+        return stack_or_404(tx, tenant, stack.id), traversal_id
+
+    stack, traversal_id = rt.store.transact(accepted)
+    _start(rt, traversal_id)
     return stack
 
 

@@ -45,6 +45,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     cast,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -185,7 +186,9 @@ class TraversalRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id"))
     generation: Mapped[int] = mapped_column(Integer)
-    action: Mapped[str] = mapped_column(String(16))  # CREATE, UPDATE, DELETE, ROLLBACK
+    action: Mapped[str] = mapped_column(String(16))  # CREATE UPDATE DELETE ROLLBACK CHECK
+    # Its steps look at the cloud before they decide (a check; an update that converges).
+    observe: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     template_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     state: Mapped[str] = mapped_column(String(16))  # PLANNING RUNNING COMPLETE FAILED SUPERSEDED
     nodes_total: Mapped[int] = mapped_column(Integer, default=0)

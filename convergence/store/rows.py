@@ -78,7 +78,7 @@ def traversal_view(row: Any) -> TraversalView:
         id=row.id, stack_id=row.stack_id, generation=row.generation, action=row.action,
         template_id=row.template_id, state=row.state, nodes_total=row.nodes_total,
         nodes_remaining=row.nodes_remaining, nodes_failed=row.nodes_failed,
-        failure=row.failure, deadline=row.deadline,
+        failure=row.failure, deadline=row.deadline, observe=bool(row.observe),
     )
 
 

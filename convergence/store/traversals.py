@@ -20,12 +20,14 @@ from convergence.store.rows import T_STACK, T_TRAV, Row, TxPart, stack_view, tra
 
 class TraversalQueries(TxPart):
     def insert_traversal(self, stack_id: str, generation: int, action: str,
-                         template_id: str | None, deadline: float | None) -> str:
+                         template_id: str | None, deadline: float | None,
+                         observe: bool = False) -> str:
         tid = str(uuid.uuid4())
         self.conn.execute(insert(T_TRAV).values(
             id=tid, stack_id=stack_id, generation=generation, action=action,
             template_id=template_id, state=PLANNING, nodes_total=0, nodes_remaining=0,
-            nodes_failed=0, failure="", deadline=deadline, created_at=self.now))
+            nodes_failed=0, failure="", deadline=deadline, created_at=self.now,
+            observe=observe))
         return tid
 
     def traversal_and_stack(self, traversal_id: str

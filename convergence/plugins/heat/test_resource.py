@@ -30,6 +30,7 @@ from convergence.plugins.base import (
     DELETE,
     UPDATE,
     BackendFactory,
+    Observation,
     PluginBase,
     PluginContext,
     Progress,
@@ -137,6 +138,14 @@ class TestResource(PluginBase):
         entities = _backend(ctx)
         if entities.get(physical_id) is not None:
             entities.delete(physical_id, guard=ctx.check_lease)
+
+    def observe(self, ctx: PluginContext, physical_id: str,
+                props: Mapping[str, Any]) -> Observation | None:
+        """Its entity, if it still exists, and the value it holds."""
+        value = _backend(ctx).get(physical_id)
+        if value is None:
+            return Observation.missing()
+        return Observation.fine({"value": value} if "value" in props else {})
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         # The schema's rule covers update_replace_value, the one property not update_allowed;

@@ -36,6 +36,7 @@ from convergence.plugins.base import (
     CREATE,
     DELETE,
     BackendFactory,
+    Observation,
     PluginBase,
     PluginContext,
     Progress,
@@ -94,6 +95,11 @@ class OpenStackResource(PluginBase):
     def attributes(self, conn: Any, obj: Any, props: Mapping[str, Any]) -> dict[str, Any]:
         """The attributes to store for ``obj`` (``show`` included)."""
         return {"show": _plain(obj)}
+
+    def actual(self, obj: Any) -> dict[str, Any]:
+        """The properties ``obj`` shows as they are now (those a type can read back and a
+        user could change behind the engine's back); compared by a check with the record."""
+        return {}
 
     def change(self, conn: Any, ctx: PluginContext, physical_id: str,
                old: Mapping[str, Any], new: Mapping[str, Any]) -> Any:
@@ -171,6 +177,24 @@ class OpenStackResource(PluginBase):
                 self.remove(conn, physical_id)
         except Absent:
             return
+
+    def observe(self, ctx: PluginContext, physical_id: str,
+                props: Mapping[str, Any]) -> Observation | None:
+        conn = self.connection(ctx)
+        try:
+            with translated(f"reading {self.noun} {physical_id}"):
+                obj = self.fetch(conn, physical_id)
+        except Absent:
+            return Observation.missing(f"{self.noun} {physical_id} not found in the cloud")
+        except ResourceFailure as exc:  # refused to tell (403...): a check that failed
+            return Observation.broken(str(exc))
+        found = self.state(obj)
+        actual = {k: v for k, v in self.actual(obj).items() if k in props}
+        if found.phase == FAILED:
+            return Observation.broken(f"{self.noun} {physical_id} is in ERROR"
+                                      + (f": {found.message}" if found.message else ""),
+                                      actual)
+        return Observation.fine(actual)
 
     # -- shared steps --------------------------------------------------------------------------
     def progress(self, conn: Any, obj: Any, props: Mapping[str, Any], action: str) -> Progress:
