@@ -12,8 +12,10 @@ routes would otherwise take ``stacks/preview`` and ``stacks/{name}/{id}/...`` pa
   ``cancel_without_rollback`` stops a create or update in progress where it is (the stack is
   ``CREATE_FAILED`` / ``UPDATE_FAILED`` at once). Both answer 200 with a ``null`` body, as
   Heat does, and 409 when there is nothing of that kind to cancel; both honour ``If-Match``
-  (412). ``suspend``, ``resume`` and ``check`` are not done by this engine yet: 400
-  ``NotSupported``.
+  (412). ``check`` looks at every resource in the cloud and changes nothing
+  (``CHECK_IN_PROGRESS``, then ``CHECK_COMPLETE`` or ``CHECK_FAILED`` with each failed
+  resource's reason); 200 with a ``null`` body, 409 while another request is in progress.
+  ``suspend`` and ``resume`` are not done by this engine yet: 400 ``NotSupported``.
 - ``POST /stacks/preview``: validates a new stack and lists the resources it would create.
 - ``PUT|PATCH /stacks/{name}/{id}/preview``: what an update would do to each resource
   (``convergence.services.preview``).
@@ -73,13 +75,17 @@ def stack_action(request: Request, stack: StackView = Depends(canonical_stack), 
     if action not in ACTIONS:
         raise ApiError(400, "HTTPBadRequest", f"Invalid action {action!r}: must be one of "
                        f"{', '.join(ACTIONS)}.")
-    if action not in CANCELS:
+    if action not in (*CANCELS, "check"):
         raise ApiError(400, "NotSupported", f"The stack action '{action}' is not supported "
                        f"yet by this engine (Stack {stack.name}); nothing was done.")
     expected = if_match_generation(request)
-    # Conflict (409) unless a create or update is in progress, checked in the transaction.
-    stacks.cancel_stack(rt, stack.tenant, stack.id, rollback=action == "cancel_update",
-                        expected_generation=expected)
+    if action == "check":
+        # Conflict (409) while another request is in progress, checked in the transaction.
+        stacks.check_stack(rt, stack.tenant, stack.id, expected_generation=expected)
+    else:
+        # Conflict (409) unless a create or update is in progress, checked in the transaction.
+        stacks.cancel_stack(rt, stack.tenant, stack.id, rollback=action == "cancel_update",
+                            expected_generation=expected)
     wake(request)
     # Heat answers 200 with a null body; the stack's status tells how the cancel goes.
 

@@ -114,7 +114,8 @@ def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, 
             parameters=mapping(body, "parameters"), existing=existing,
             timeout_mins=timeout_mins(body), clear_parameters=names(body, "clear_parameters"),
             disable_rollback=optional_flag(body, "disable_rollback"),
-            expected_generation=expected)
+            expected_generation=expected,
+            converge=bool(optional_flag(body, "converge")))
     except ValueError as exc:
         if isinstance(exc, TemplateError):
             raise

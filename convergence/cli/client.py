@@ -104,12 +104,16 @@ class StackClient(Protocol):
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
-                     watch: bool) -> Request:
+                     watch: bool, converge: bool = False) -> Request:
         """``watch``: the caller follows the request (remote mode notes where its events
         start); ``disable_rollback`` None keeps the stack's setting."""
         ...
 
     def cancel_stack(self, name: str, *, rollback: bool, watch: bool) -> Request: ...
+
+    def check_stack(self, name: str, *, watch: bool) -> Request:
+        """Look at every resource in the cloud; change nothing."""
+        ...
 
     def delete_stack(self, name: str, *, watch: bool) -> Request: ...
 

@@ -26,6 +26,7 @@ _EVENT = f"{_PKG}.event_cmd"
 
 @click.group(cls=LazyGroup, lazy_subcommands={
     "create": f"{_WRITE}:create", "update": f"{_WRITE}:update", "cancel": f"{_WRITE}:cancel",
+    "check": f"{_WRITE}:check",
     "delete": f"{_WRITE}:delete", "list": f"{_READ}:list_", "show": f"{_READ}:show",
     "resources": f"{_RESOURCE}:resource_list", "events": f"{_EVENT}:event_list",
     "outputs": f"{_READ}:output_list", "resource": f"{_RESOURCE}:stack_resource",

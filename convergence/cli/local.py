@@ -154,11 +154,14 @@ class LocalClient:
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
-                     watch: bool) -> Request:
+                     watch: bool, converge: bool = False) -> Request:
         return Request(stacks.update_stack(
             self._rt, self._tenant, name, text, files=files, environments=environments,
             parameters=parameters, existing=existing, timeout_mins=timeout_mins,
-            disable_rollback=disable_rollback))
+            disable_rollback=disable_rollback, converge=converge))
+
+    def check_stack(self, name: str, *, watch: bool) -> Request:
+        return Request(stacks.check_stack(self._rt, self._tenant, name))
 
     def cancel_stack(self, name: str, *, rollback: bool, watch: bool) -> Request:
         # No settling first: the request in progress is the one to cancel, not to finish.

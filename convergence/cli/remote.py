@@ -155,7 +155,7 @@ class RemoteClient:
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
-                     watch: bool) -> Request:
+                     watch: bool, converge: bool = False) -> Request:
         """``PUT`` (a new template) or ``PATCH`` (``existing``); ``disable_rollback`` None:
         not sent, the stack keeps its setting."""
         current, after = self._watched(name, watch)
@@ -164,7 +164,15 @@ class RemoteClient:
             body["timeout_mins"] = timeout_mins
         if disable_rollback is not None:
             body["disable_rollback"] = disable_rollback
+        if converge:
+            body["converge"] = True
         self._json("PATCH" if existing else "PUT", self._path(current), json=body)
+        return Request(self.get_stack(current.id), after)
+
+    def check_stack(self, name: str, *, watch: bool) -> Request:
+        """Heat's ``check`` action."""
+        current, after = self._watched(name, watch)
+        self._request("POST", f"{self._path(current)}/actions", json={"check": None})
         return Request(self.get_stack(current.id), after)
 
     def cancel_stack(self, name: str, *, rollback: bool, watch: bool) -> Request:

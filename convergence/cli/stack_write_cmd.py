@@ -122,6 +122,10 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
 @click.option("--enable-rollback/--disable-rollback", "enable_rollback", default=None,
               help="Roll back this and later failed requests, or not (default: keep the "
                    "stack's setting).")
+@click.option("--converge", is_flag=True,
+              help="Converge with what is really in the cloud too: make again what vanished, "
+                   "replace what is in ERROR, change back what was changed behind the "
+                   "engine's back.")
 @_dry_run_option("changed")
 @_wait_option
 @out.format_option
@@ -130,10 +134,11 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
 def update(state: CliState, name: str, template: Path | None, existing: bool,
            env_files: tuple[Path, ...], params: tuple[str, ...], param_files: tuple[str, ...],
            files_dir: Path | None, timeout_mins: int | None, enable_rollback: bool | None,
-           dry_run: bool, wait: bool, fmt: str) -> None:
+           converge: bool, dry_run: bool, wait: bool, fmt: str) -> None:
     """Update stack NAME; it supersedes whatever the stack is doing. With --dry-run, show
     what the update would do to each resource (added, deleted, replaced, unchanged,
-    updated), and change nothing."""
+    updated), and change nothing. With --converge (and --existing, no template), repair
+    the stack: it is brought back to its own template from what the cloud really has."""
     if template is None and not existing:
         raise click.UsageError("a template is needed (-t FILE), or --existing")
     parameters = _parameters(params, param_files, template)
@@ -148,8 +153,23 @@ def update(state: CliState, name: str, template: Path | None, existing: bool,
     request = client.update_stack(
         name, text, files=files or None, environments=envs, parameters=parameters or None,
         existing=existing, timeout_mins=timeout_mins, disable_rollback=disable_rollback,
-        watch=wait)
+        watch=wait, converge=converge)
     finish_request(client, request, wait, fmt)
+
+
+@click.command("check")
+@click.argument("name")
+@_wait_option
+@out.format_option
+@pass_state
+@report_errors
+def check(state: CliState, name: str, wait: bool, fmt: str) -> None:
+    """Check stack NAME against the cloud: every resource is looked at (missing, in ERROR or
+    changed behind the engine's back fails its check) and nothing is changed. The stack
+    ends CHECK_COMPLETE (exit 0) or CHECK_FAILED (exit 1; `convergence resource list` says
+    which and why; `convergence stack update NAME --existing --converge` repairs them)."""
+    client = open_client(state)
+    finish_request(client, client.check_stack(name, watch=wait), wait, fmt)
 
 
 @click.command("cancel")

@@ -70,6 +70,14 @@ def test_openstacksdk_round_trip(server: str) -> None:
     stack_events = [e.resource_status for e in events if e.resource_name == "sdk"]
     assert stack_events == ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
 
+    orch.check_stack(stack)  # Heat's {"check": null} action
+    checked = _wait(conn, "sdk")
+    assert checked.status == "CHECK_COMPLETE"
+    assert {r.name: r.status for r in orch.resources(stack)} == {
+        "first": "CHECK_COMPLETE", "second": "CHECK_COMPLETE"}
+    # Checking changed nothing: the outputs and the template are the same.
+    assert checked.outputs == stack.outputs
+
     orch.delete_stack(stack)
     deadline = time.monotonic() + 60
     while True:

@@ -195,6 +195,32 @@ def test_update_existing_with_a_parameter_changes_a_value(db_url: str) -> None:
     assert value["output_value"] == "frontend for web-demo-m1.large (7 nodes)"
 
 
+def test_check_reports_and_update_converge_repairs(db_url: str, tmp_path: Path) -> None:
+    template = write(tmp_path, "small.yaml", SMALL)
+    assert run("stack", "create", "small", "-t", str(template)).exit_code == 0
+    assert run("stack", "check", "small").exit_code == 0
+    resources = as_json(run("stack", "resources", "small", "-f", "json"))
+    assert {r["resource_status"] for r in resources} == {"CHECK_COMPLETE"}
+    # Behind the engine's back: the second resource's entity is deleted.
+    rt = runtime(db_url)
+    entities = rt.registry.backends["test_entities"]
+    gone = by_name(resources)["second"]["physical_resource_id"]
+    entities.delete(gone)
+    checked = run("stack", "check", "small", "-f", "json")
+    assert checked.exit_code == 1
+    assert json.loads(checked.stdout)["stack_status"] == "CHECK_FAILED"
+    failed = by_name(as_json(run("stack", "resources", "small", "-f", "json")))["second"]
+    assert failed["resource_status"] == "CHECK_FAILED"
+    assert "not found" in failed["resource_status_reason"]
+    repaired = run("stack", "update", "small", "--existing", "--converge", "-f", "json")
+    assert repaired.exit_code == 0, repaired.output
+    assert json.loads(repaired.stdout)["stack_status"] == "UPDATE_COMPLETE"
+    again = by_name(as_json(run("stack", "resources", "small", "-f", "json")))["second"]
+    assert again["physical_resource_id"] not in (gone, "")
+    assert entities.get(again["physical_resource_id"]) == "one"
+    rt.store.engine.dispose()
+
+
 def test_update_needs_a_template_or_existing(db_url: str) -> None:
     result = run("stack", "update", "web")
     assert result.exit_code == 2
