@@ -12,18 +12,20 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convergence.dispatch.inprocess import InProcessDispatcher
+from convergence.dispatch.inprocess import InProcessDispatcher, Periodic
 from convergence.engine.engine import Engine
+from convergence.engine.observer import Observer, observe_pass_seconds
 from convergence.engine.sweeper import Sweeper
 from convergence.plugins.base import PluginHost
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.clock import Clock, SystemClock
 from convergence.ports.dispatch import Dispatcher
+from convergence.ports.work import Work
 from convergence.services.holds import StackHolds
 from convergence.settings import Settings
 from convergence.store.db import make_engine, sqlite_folder
@@ -60,6 +62,16 @@ def _embedded_cloud(settings: Settings) -> Callable[[], Mapping[str, str]]:
     return start
 
 
+def _with_observer(sweep: Periodic, observer: Observer) -> Periodic:
+    """The embedded engine's periodic job: a sweep, then a pass of the observer (each takes
+    its own turn, so each runs at its own period)."""
+    def both(force: bool) -> tuple[Sequence[Work], float | None]:
+        work, recheck_at = sweep(force)
+        return [*work, *observer.observe().work], recheck_at
+
+    return both
+
+
 def open_runtime(settings: Settings, *, clock: Clock | None = None,
                  registry: PluginRegistry | None = None, dispatcher: Dispatcher | None = None,
                  migrate: bool = True, environ: Mapping[str, str] | None = None,
@@ -91,8 +103,15 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
             dispatcher = CeleryDispatcher(settings)
         else:
             dispatcher = InProcessDispatcher(engine.execute, clock, **dispatch_options)
-            # The embedded engine sweeps too: what a process that died left behind is found.
+            # The embedded engine sweeps too: what a process that died left behind is found;
+            # and observes, when asked to, beside the sweeps.
             sweeper = Sweeper(engine, settings.sweep_seconds)
-            dispatcher.every(settings.sweep_seconds, sweeper.periodic)
+            periodic: Periodic = sweeper.periodic
+            if settings.observe_seconds:
+                periodic = _with_observer(periodic, Observer(
+                    engine, settings.observe_seconds, settings.observe_per_pass))
+            dispatcher.every(min(settings.sweep_seconds,
+                                 observe_pass_seconds(settings.observe_seconds or 60.0)),
+                             periodic)
     return Runtime(settings, clock, store, registry, engine, dispatcher,
                    StackHolds(store, settings.lease_seconds))

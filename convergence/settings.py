@@ -66,6 +66,10 @@ class Settings:
     # Heat's action_retry_limit: how many times a create that failed in the cloud (a server
     # in ERROR) is tried again, each time by replacing what failed.
     action_retry_limit: int = 5
+    # The observer (convergence.engine.observer): each stack opted in is looked at once per
+    # this many seconds (None: no observer), at most ``observe_per_pass`` resources a pass.
+    observe_seconds: float | None = None
+    observe_per_pass: int = 100
     # How long a step may go on with the successors it released before handing them over.
     inline_seconds: float = 0.5
     worker_id: str = ""
@@ -102,6 +106,11 @@ def default_database_url(data_dir: Path | None = None) -> str:
     folder = data_dir or Path(platformdirs.user_data_dir("convergence"))
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'convergence.db'}"
+
+
+def _seconds(value: str | None) -> float | None:
+    """An optional number of seconds (unset, empty or 0: None, the feature is off)."""
+    return float(value) or None if value else None
 
 
 def auth_mode(value: str | None) -> str:
@@ -141,6 +150,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         batch_size=int(get("BATCH_SIZE") or 200),
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
         action_retry_limit=int(get("ACTION_RETRY_LIMIT") or 5),
+        observe_seconds=_seconds(get("OBSERVE_SECONDS")),
+        observe_per_pass=int(get("OBSERVE_PER_PASS") or 100),
         inline_seconds=float(get("INLINE_SECONDS") or 0.5),
         max_request_bytes=int(get("MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),
         max_template_bytes=int(get("MAX_TEMPLATE_BYTES") or DEFAULT_MAX_TEMPLATE_BYTES),

@@ -79,7 +79,8 @@ def create_stack(request: Request, tenant_id: str,
             rt, tenant_id, name, template_text(body["template"]), files=files,
             environments=environments(body, files), parameters=mapping(body, "parameters"),
             timeout_mins=timeout_mins(body),
-            disable_rollback=flag(body.get("disable_rollback"), False))
+            disable_rollback=flag(body.get("disable_rollback"), False),
+            observe=flag(body.get("observe"), False))
     except Conflict as exc:
         raise ApiError(409, "StackExists", str(exc)) from None
     wake(request)
@@ -115,7 +116,8 @@ def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, 
             timeout_mins=timeout_mins(body), clear_parameters=names(body, "clear_parameters"),
             disable_rollback=optional_flag(body, "disable_rollback"),
             expected_generation=expected,
-            converge=bool(optional_flag(body, "converge")))
+            converge=bool(optional_flag(body, "converge")),
+            observe=optional_flag(body, "observe"))
     except ValueError as exc:
         if isinstance(exc, TemplateError):
             raise

@@ -99,12 +99,14 @@ class StackClient(Protocol):
 
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
-                     timeout_mins: int | None, disable_rollback: bool) -> Request: ...
+                     timeout_mins: int | None, disable_rollback: bool,
+                     observe: bool = False) -> Request: ...
 
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
-                     watch: bool, converge: bool = False) -> Request:
+                     watch: bool, converge: bool = False,
+                     observe: bool | None = None) -> Request:
         """``watch``: the caller follows the request (remote mode notes where its events
         start); ``disable_rollback`` None keeps the stack's setting."""
         ...

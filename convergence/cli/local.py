@@ -145,20 +145,22 @@ class LocalClient:
 
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
-                     timeout_mins: int | None, disable_rollback: bool) -> Request:
+                     timeout_mins: int | None, disable_rollback: bool,
+                     observe: bool = False) -> Request:
         return Request(stacks.create_stack(
             self._rt, self._tenant, name, text, files=files, environments=environments,
             parameters=parameters, timeout_mins=timeout_mins,
-            disable_rollback=disable_rollback))
+            disable_rollback=disable_rollback, observe=observe))
 
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
-                     watch: bool, converge: bool = False) -> Request:
+                     watch: bool, converge: bool = False,
+                     observe: bool | None = None) -> Request:
         return Request(stacks.update_stack(
             self._rt, self._tenant, name, text, files=files, environments=environments,
             parameters=parameters, existing=existing, timeout_mins=timeout_mins,
-            disable_rollback=disable_rollback, converge=converge))
+            disable_rollback=disable_rollback, converge=converge, observe=observe))
 
     def check_stack(self, name: str, *, watch: bool) -> Request:
         return Request(stacks.check_stack(self._rt, self._tenant, name))

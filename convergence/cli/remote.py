@@ -144,9 +144,12 @@ class RemoteClient:
 
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
-                     timeout_mins: int | None, disable_rollback: bool) -> Request:
+                     timeout_mins: int | None, disable_rollback: bool,
+                     observe: bool = False) -> Request:
         body = self._body(text, files, environments, parameters)
         body.update(stack_name=name, disable_rollback=disable_rollback)
+        if observe:
+            body["observe"] = True
         if timeout_mins is not None:
             body["timeout_mins"] = timeout_mins
         data = self._json("POST", "/stacks", json=body)
@@ -155,7 +158,8 @@ class RemoteClient:
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,
                      existing: bool, timeout_mins: int | None, disable_rollback: bool | None,
-                     watch: bool, converge: bool = False) -> Request:
+                     watch: bool, converge: bool = False,
+                     observe: bool | None = None) -> Request:
         """``PUT`` (a new template) or ``PATCH`` (``existing``); ``disable_rollback`` None:
         not sent, the stack keeps its setting."""
         current, after = self._watched(name, watch)
@@ -166,6 +170,8 @@ class RemoteClient:
             body["disable_rollback"] = disable_rollback
         if converge:
             body["converge"] = True
+        if observe is not None:
+            body["observe"] = observe
         self._json("PATCH" if existing else "PUT", self._path(current), json=body)
         return Request(self.get_stack(current.id), after)
 

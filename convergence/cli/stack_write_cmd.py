@@ -81,6 +81,9 @@ def _parameters(params: tuple[str, ...], param_files: tuple[str, ...],
               help="Roll back a failed create (the default; accepted as heatclient does).")
 @click.option("--disable-rollback", is_flag=True,
               help="Do not roll back a failed create: leave what it made, CREATE_FAILED.")
+@click.option("--observe", is_flag=True,
+              help="Opt in to the observer: the stack is looked at now and then, and what "
+                   "vanished or broke in the cloud is repaired (CONVERGENCE_OBSERVE_SECONDS).")
 @_dry_run_option("created")
 @_wait_option
 @out.format_option
@@ -89,7 +92,7 @@ def _parameters(params: tuple[str, ...], param_files: tuple[str, ...],
 def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ...],
            params: tuple[str, ...], param_files: tuple[str, ...], files_dir: Path | None,
            timeout_mins: int | None, enable_rollback: bool, disable_rollback: bool,
-           dry_run: bool, wait: bool, fmt: str) -> None:
+           observe: bool, dry_run: bool, wait: bool, fmt: str) -> None:
     """Create stack NAME from a template; a failed create is rolled back unless told not to.
     With --dry-run, show the stack and resources it would make, and make nothing."""
     if enable_rollback and disable_rollback:
@@ -106,7 +109,7 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
         return
     request = client.create_stack(
         name, text, files=files, environments=envs, parameters=parameters,
-        timeout_mins=timeout_mins, disable_rollback=disable_rollback)
+        timeout_mins=timeout_mins, disable_rollback=disable_rollback, observe=observe)
     finish_request(client, request, wait, fmt)
 
 
@@ -122,6 +125,8 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
 @click.option("--enable-rollback/--disable-rollback", "enable_rollback", default=None,
               help="Roll back this and later failed requests, or not (default: keep the "
                    "stack's setting).")
+@click.option("--observe/--no-observe", "observe", default=None,
+              help="Opt the stack in to the observer, or out (default: keep its setting).")
 @click.option("--converge", is_flag=True,
               help="Converge with what is really in the cloud too: make again what vanished, "
                    "replace what is in ERROR, change back what was changed behind the "
@@ -134,7 +139,8 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
 def update(state: CliState, name: str, template: Path | None, existing: bool,
            env_files: tuple[Path, ...], params: tuple[str, ...], param_files: tuple[str, ...],
            files_dir: Path | None, timeout_mins: int | None, enable_rollback: bool | None,
-           converge: bool, dry_run: bool, wait: bool, fmt: str) -> None:
+           observe: bool | None, converge: bool, dry_run: bool, wait: bool,
+           fmt: str) -> None:
     """Update stack NAME; it supersedes whatever the stack is doing. With --dry-run, show
     what the update would do to each resource (added, deleted, replaced, unchanged,
     updated), and change nothing. With --converge (and --existing, no template), repair
@@ -153,7 +159,7 @@ def update(state: CliState, name: str, template: Path | None, existing: bool,
     request = client.update_stack(
         name, text, files=files or None, environments=envs, parameters=parameters or None,
         existing=existing, timeout_mins=timeout_mins, disable_rollback=disable_rollback,
-        watch=wait, converge=converge)
+        watch=wait, converge=converge, observe=observe)
     finish_request(client, request, wait, fmt)
 
 

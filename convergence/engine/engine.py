@@ -37,7 +37,7 @@ from convergence.engine.planning import Planner
 from convergence.engine.recording import Recorder
 from convergence.engine.step import Stepper
 from convergence.logs import bind
-from convergence.plugins.base import PluginContext, ResourcePlugin
+from convergence.plugins.base import REPORT, Observation, PluginContext, ResourcePlugin
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.store import Store
 from convergence.ports.views import Orphan, RecordView, StackView
@@ -140,6 +140,18 @@ class Engine:
                 return None
             plugin = self._plugins[type_name] = cls()  # type: ignore[assignment]
         return plugin
+
+    def observe_record(self, stack: StackView,
+                       record: RecordView) -> tuple[Observation | None, str]:
+        """What ``record``'s resource really is (None: its type cannot tell) and its type's
+        observer policy (``repair``, ``mark_unhealthy`` or ``report``); for the observer
+        (:mod:`convergence.engine.observer`). Raises what the plugin raises."""
+        plugin = self._plugin(record.type)
+        if plugin is None or record.physical_id is None:
+            return None, REPORT
+        policy = str(getattr(plugin, "observe_policy", REPORT))
+        return plugin.observe(self._context(stack, record), record.physical_id,
+                              record.properties), policy
 
     def _context(self, stack: StackView, record: RecordView,
                  lease_good: Callable[[], bool] = lambda: True) -> PluginContext:

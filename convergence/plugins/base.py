@@ -33,6 +33,10 @@ from convergence.ports.entity_tables import EntityTables
 from convergence.template.properties import TypeSchema
 
 CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
+# What the observer does about a resource of a type that it finds missing, in ERROR or
+# drifted (``ResourcePlugin.observe_policy``): converge the stack, mark it unhealthy (the
+# next update replaces it), or only say so in the events.
+REPAIR, MARK_UNHEALTHY, REPORT = "repair", "mark_unhealthy", "report"
 
 
 class ResourceFailure(Exception):
@@ -160,6 +164,8 @@ class ResourcePlugin(Protocol):
     preemptible: ClassVar[bool]
     # The backends the plugin talks to, by name: factories the registry builds them with.
     backends: ClassVar[Mapping[str, BackendFactory]]
+    # What the observer does about one found wrong: REPAIR, MARK_UNHEALTHY or REPORT.
+    observe_policy: ClassVar[str]
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress: ...
 
@@ -201,6 +207,7 @@ class PluginBase:
     schema: ClassVar[TypeSchema]
     preemptible: ClassVar[bool] = False
     backends: ClassVar[Mapping[str, BackendFactory]] = NO_BACKENDS
+    observe_policy: ClassVar[str] = REPORT
 
     def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
                new: Mapping[str, Any]) -> Progress:

@@ -61,6 +61,8 @@ class StackView:
     created_at: float
     updated_at: float
     deleted_at: float | None
+    # Opted in to the observer, which looks at its resources now and then.
+    observe: bool = False
 
     @property
     def stack_status(self) -> str:

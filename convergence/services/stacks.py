@@ -68,10 +68,11 @@ def _start(rt: Runtime, traversal_id: str) -> None:
 def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] = (),
                  parameters: Mapping[str, Any] | None = None, timeout_mins: int | None = None,
-                 disable_rollback: bool = False) -> StackView:
+                 disable_rollback: bool = False, observe: bool = False) -> StackView:
     """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning.
 
     Unless ``disable_rollback``, a failed create is rolled back (everything it made deleted).
+    ``observe``: the stack opts in to the observer (``convergence.engine.observer``).
     A name Heat would refuse is refused (TemplateError), as input over the size limits is.
     """
     check_stack_name(name)
@@ -87,6 +88,8 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
         # names refuses the second (Conflict), whichever commits first.
         tx.insert_stack(stack_id, tenant, name, timeout_mins=timeout_mins,
                         disable_rollback=disable_rollback)
+        if observe:
+            tx.update_stack(stack_id, observe=True)
         stack = tx.stack(stack_id)
         assert stack is not None
         traversal_id = begin_traversal(tx, stack, "CREATE", tid)
@@ -102,12 +105,14 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
                  parameters: Mapping[str, Any] | None = None, existing: bool = False,
                  timeout_mins: int | None = None,
                  clear_parameters: Sequence[str] = (), disable_rollback: bool | None = None,
-                 expected_generation: int | None = None, converge: bool = False) -> StackView:
+                 expected_generation: int | None = None, converge: bool = False,
+                 observe: bool | None = None) -> StackView:
     """Accept an update; it supersedes whatever traversal is running.
 
     ``converge`` (Heat's ``converge: true``): the update converges with observed reality
     too: what vanished from the cloud is made again, what is in ERROR replaced, and what was
-    changed behind the engine's back changed back.
+    changed behind the engine's back changed back. ``observe`` opts the stack in to the
+    observer, or out (None keeps its setting).
 
     ``existing`` (PATCH): start from the stack's current template, environment and parameters
     and apply what is given on top; ``clear_parameters`` drops kept values (back to defaults).
@@ -147,6 +152,8 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
             changes["timeout_mins"] = timeout_mins
         if disable_rollback is not None:
             changes["disable_rollback"] = disable_rollback
+        if observe is not None:
+            changes["observe"] = observe
         if changes:
             tx.update_stack(stack.id, **changes)
             stack = stack_or_404(tx, tenant, stack.id)

@@ -95,9 +95,13 @@ class StackRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Opted in to the observer (``convergence.engine.observer``), and when it last looked.
+    observe: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    observed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         Index("ix_stacks_tenant_name", "tenant", "name"),
+        Index("ix_stacks_observe", "observe", "observed_at"),
         # One live stack of a name per tenant: creates racing on a name end with one stack.
         Index("ix_stacks_tenant_live_name", "tenant", "name", unique=True,
               sqlite_where=text("deleted_at IS NULL"),

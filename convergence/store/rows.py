@@ -69,7 +69,7 @@ def stack_view(row: Any) -> StackView:
         action=row.action, status=row.status, status_reason=row.status_reason,
         outputs=row.outputs or {}, timeout_mins=row.timeout_mins,
         disable_rollback=row.disable_rollback, created_at=row.created_at,
-        updated_at=row.updated_at, deleted_at=row.deleted_at,
+        updated_at=row.updated_at, deleted_at=row.deleted_at, observe=bool(row.observe),
     )
 
 

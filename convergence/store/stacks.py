@@ -96,6 +96,16 @@ class StackQueries(TxPart):
                 found[row.id] = stack_view(row)
         return found
 
+    def stacks_to_observe(self, before: float, limit: int) -> list[StackView]:
+        """Stacks opted in to the observer, at rest, not looked at since ``before``: the ones
+        looked at longest ago first."""
+        query = select(T_STACK).where(
+            T_STACK.c.observe.is_(True), T_STACK.c.deleted_at.is_(None),
+            T_STACK.c.status != "IN_PROGRESS",
+            or_(T_STACK.c.observed_at.is_(None), T_STACK.c.observed_at < before),
+        ).order_by(T_STACK.c.observed_at.is_not(None), T_STACK.c.observed_at).limit(limit)
+        return [stack_view(r) for r in self.conn.execute(query)]
+
     def update_stack(self, stack_id: str, **values: Any) -> None:
         self.conn.execute(update(T_STACK).where(T_STACK.c.id == stack_id)
                           .values(updated_at=self.now, **values))

@@ -39,6 +39,7 @@ from typing import Any
 from celery import Celery
 
 from convergence.dispatch.celery_dispatch import CeleryDispatcher, run_message
+from convergence.engine.observer import ObserveLoop, Observer, observe_pass_seconds
 from convergence.engine.sweeper import EXITED, STOPPING, Sweeper, SweepLoop, let_go
 from convergence.ports.views import WORKER
 from convergence.runtime import Runtime, open_runtime
@@ -81,6 +82,7 @@ class Steps:
     dispatcher: CeleryDispatcher
     heartbeat: Heartbeat | None = None
     sweep_loop: SweepLoop | None = None
+    observe_loop: ObserveLoop | None = None
 
 
 class WorkerProcess:
@@ -165,6 +167,9 @@ class WorkerProcess:
         loop, steps.sweep_loop = steps.sweep_loop, None
         if loop is not None:
             loop.stop(timeout=5.0)
+        watch, steps.observe_loop = steps.observe_loop, None
+        if watch is not None:
+            watch.stop(timeout=5.0)
         if beat is not None:
             beat.stop()
 
@@ -242,6 +247,11 @@ class WorkerProcess:
         steps.sweep_loop = SweepLoop(Sweeper(rt.engine, rt.settings.sweep_seconds),
                                      rt.dispatcher.dispatch)
         steps.sweep_loop.start()
+        if rt.settings.observe_seconds:
+            steps.observe_loop = ObserveLoop(
+                Observer(rt.engine, rt.settings.observe_seconds, rt.settings.observe_per_pass),
+                rt.dispatcher.dispatch, every=observe_pass_seconds(rt.settings.observe_seconds))
+            steps.observe_loop.start()
 
     # Stopping ------------------------------------------------------------------------------
 

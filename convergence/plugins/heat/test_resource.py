@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from convergence.plugins.base import (
     CREATE,
     DELETE,
+    REPAIR,
     UPDATE,
     BackendFactory,
     Observation,
@@ -60,6 +61,7 @@ class TestResource(PluginBase):
     # leaves nothing half done.
     preemptible: ClassVar[bool] = True
     backends: ClassVar[Mapping[str, BackendFactory]] = {TEST_ENTITIES: build}
+    observe_policy: ClassVar[str] = REPAIR  # what a test of the observer repairs
 
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Heat::TestResource",

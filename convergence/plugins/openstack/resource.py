@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from convergence.plugins.base import (
     CREATE,
     DELETE,
+    REPAIR,
     BackendFactory,
     Observation,
     PluginBase,
@@ -66,6 +67,8 @@ class OpenStackResource(PluginBase):
     """A resource type whose objects live in an OpenStack cloud."""
 
     backends: ClassVar[Mapping[str, BackendFactory]] = {clouds.CLOUDS: clouds.build}
+    # A server gone behind the engine's back or in ERROR is what the observer is for.
+    observe_policy: ClassVar[str] = REPAIR
     noun: ClassVar[str] = "resource"  # what the type makes, in messages ("server")
     poll_delay: ClassVar[float] = 1.0  # how long until a building object is looked at again
     delete_delay: ClassVar[float] = 0.5  # how long until a deleting object is looked at again
