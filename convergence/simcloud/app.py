@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from convergence.simcloud import (
     compute,
+    compute_flavors,
     compute_quotas,
     compute_volumes,
     control,
@@ -79,6 +80,7 @@ def create_app(cloud: SimCloud) -> FastAPI:
     app.add_api_route("/compute", compute.versions, methods=["GET"])
     app.add_api_route("/compute/", compute.versions, methods=["GET"])
     app.include_router(compute.router, prefix=PREFIXES["compute"])
+    app.include_router(compute_flavors.router, prefix=PREFIXES["compute"])
     for servers_router in (server_boot.router, server_routes.router, server_actions.router,
                            server_meta.router):  # Nova's servers
         app.include_router(servers_router, prefix=PREFIXES["compute"])

@@ -7,8 +7,9 @@ fixed IP's subnet to an external network. A router is ``ACTIVE`` at once. Its
 ``network:router_gateway`` port on that external network (400 if it is not external);
 clearing it deletes the port (409 while floating IPs need it). ``add_router_interface`` by
 ``subnet_id`` makes a ``network:router_interface`` port on the subnet's gateway IP, by
-``port_id`` takes an existing port; ``remove_router_interface`` deletes that port. Deleting a
-router with interfaces answers 409 ``RouterInUse``; its gateway port goes with it.
+``port_id`` takes an existing port; ``remove_router_interface`` deletes that port (the fault
+rules of kind ``router_interface`` apply to it as to a delete). Deleting a router with
+interfaces answers 409 ``RouterInUse``; its gateway port goes with it.
 """
 
 from __future__ import annotations
@@ -348,7 +349,9 @@ async def remove_interface(router_id: str, request: Request, who: Authenticated,
                                     f"Router {router_id} has no interface on subnet "
                                     f"{subnet_id}")
         _in_use(cloud, found, port)
-        del cloud.kind("port")[port["id"]]
+        # The fault rules see the interface as kind ``router_interface`` (its port's record).
+        if not delete_faulted(cloud, "router_interface", port):
+            del cloud.kind("port")[port["id"]]
         touch(cloud, found)
         answer = _interface_answer(found, port)
     cloud.changed()

@@ -4,9 +4,11 @@ Callers: ``convergence.simcloud.network`` includes :data:`router` under ``/netwo
 ``convergence.simcloud.network_ports`` calls :func:`default_group` to put a new port in its
 project's ``default`` group. Every project gets a ``default`` group the first time it lists or
 creates groups or ports, with Neutron's rules: egress to anywhere over IPv4 and IPv6, and
-ingress from members of the group itself. A new group gets the two egress rules. Deleting a
-group that a port uses answers 409 ``SecurityGroupInUse``; a duplicate rule 409
-``SecurityGroupRuleExists``; deleting a project's ``default`` group 409.
+ingress from members of the group itself. A new group gets the two egress rules (and the tags
+it is created with). A rule's protocol must be one Neutron knows (else 400
+``SecurityGroupRuleInvalidProtocol``). Deleting a group that a port uses answers 409
+``SecurityGroupInUse``; a duplicate rule 409 ``SecurityGroupRuleExists``; deleting a project's
+``default`` group 409.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from convergence.simcloud.state import Record, SimCloud, new_id
 router = APIRouter()
 RULE_KEYS = ("direction", "ethertype", "protocol", "port_range_min", "port_range_max",
              "remote_ip_prefix", "remote_group_id")
+PROTOCOLS = ("ah", "dccp", "egp", "esp", "gre", "hopopt", "icmp", "igmp", "ip", "ipip",
+             "ipv6-encap", "ipv6-frag", "ipv6-icmp", "icmpv6", "ipv6-nonxt", "ipv6-opts",
+             "ipv6-route", "ospf", "pgm", "rsvp", "sctp", "tcp", "udp", "udplite", "vrrp")
 
 
 def group_not_found(group_id: str) -> CloudError:
@@ -44,6 +49,19 @@ def group_not_found(group_id: str) -> CloudError:
 
 def rule_not_found(rule_id: str) -> CloudError:
     return not_found("SecurityGroupRuleNotFound", "Security group rule", rule_id)
+
+
+def _check_protocol(protocol: Any) -> None:
+    """400 ``SecurityGroupRuleInvalidProtocol`` unless Neutron knows the protocol (a name, or
+    a number from 0 to 255)."""
+    if protocol is None or str(protocol).lower() in PROTOCOLS:
+        return
+    if str(protocol).isdigit() and 0 <= int(str(protocol)) <= 255:
+        return
+    raise neutron_error(400, "SecurityGroupRuleInvalidProtocol",
+                        f"Security group rule protocol {protocol} not supported. Only "
+                        f"protocol values {[None, *PROTOCOLS]} and integer representations "
+                        "[0 to 255] are supported.")
 
 
 def make_rule(cloud: SimCloud, group: Record, body: dict[str, Any]) -> Record:
@@ -59,6 +77,7 @@ def make_rule(cloud: SimCloud, group: Record, body: dict[str, Any]) -> Record:
         raise bad_request("For TCP/UDP protocols, port_range_min must be <= port_range_max.")
     if body.get("remote_ip_prefix") and body.get("remote_group_id"):
         raise bad_request("Only remote_ip_prefix or remote_group_id may be provided.")
+    _check_protocol(body.get("protocol"))
     fields = {"direction": direction, "ethertype": ethertype,
               "protocol": body.get("protocol"),
               "port_range_min": None if low is None else int(low),
@@ -84,6 +103,7 @@ def make_group(cloud: SimCloud, project_id: str, name: str, description: str = "
     group = new_record(cloud, project_id, id=new_id(), name=name, stateful=True,
                        shared=False)
     group["description"] = description
+    group["tags"] = []
     cloud.kind("security_group")[group["id"]] = group
     for ethertype in ("IPv4", "IPv6"):
         make_rule(cloud, group, {"direction": "egress", "ethertype": ethertype})
@@ -138,6 +158,7 @@ async def create_group(request: Request, who: Authenticated) -> dict[str, Any]:
                                 "Default security group already exists.")
         check_quota(cloud, "security_group", project_id, body)
         group = make_group(cloud, project_id, name, str(body.get("description") or ""))
+        group["tags"] = list(body.get("tags") or [])
         shown = show_group(cloud, group)
     cloud.changed()
     return {"security_group": shown}

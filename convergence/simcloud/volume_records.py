@@ -18,7 +18,8 @@ attaching, in-use, detaching, extending, reverting, deleting, error, error_delet
 image), ``host``; and ``_sim: {made_at, phase, phase_until, after}``: while ``phase`` (a
 transient status) lasts until the clock value ``phase_until``, then the status becomes
 ``after`` (``None``: the volume is gone). Attachments wait in ``_sim["pending"]`` while
-attaching.
+attaching. A volume a fault rule sends to error leaves a Cinder user message saying why
+(:func:`user_message`, kind ``"volume_message"``, listed by ``volume_types``).
 """
 
 from __future__ import annotations
@@ -124,10 +125,26 @@ def advance(cloud: SimCloud, record: Record) -> Record | None:
     if fate.error_at is not None and now >= fate.error_at and not state.get("errored"):
         state["errored"] = True
         if record["status"] in ("creating", "available", "extending", "attaching"):
+            action = "extend volume" if record["status"] == "extending" else \
+                "attach volume" if record["status"] == "attaching" else "create volume"
             state.pop("phase", None)
             record["status"] = "error"
             touch(cloud, record)
+            user_message(cloud, record, f"{action}: {fate.message}")
     return record
+
+
+def user_message(cloud: SimCloud, volume: Record, text: str) -> Record:
+    """Record one of Cinder's user messages (3.3, kind ``"volume_message"``) about ``volume``:
+    how Cinder tells its users why a volume went to error."""
+    now = cloud.now()
+    message: Record = {
+        "id": new_id_dashed(), "project_id": volume["project_id"], "resource_type": "VOLUME",
+        "resource_uuid": volume["id"], "event_id": "VOLUME_VOLUME_001_002",
+        "message_level": "ERROR", "user_message": text, "request_id": f"req-{new_id()}",
+        "created_at": stamp(now), "guaranteed_until": stamp(now + 30 * 24 * 3600.0)}
+    cloud.kind("volume_message")[message["id"]] = message
+    return message
 
 
 def _set_attachment_status(cloud: SimCloud, attachment_id: str, status: str) -> None:

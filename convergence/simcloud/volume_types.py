@@ -5,7 +5,8 @@ Callers: ``convergence.simcloud.volume`` includes :data:`router` in Cinder's rou
 ``/volume/v3/{project_id}``); openstacksdk's ``block_storage`` proxy (``types``, ``get_type``,
 ``create_type``, ``delete_type``, ``get_quota_set``, ``update_quota_set``, ``get_limits``,
 ``availability_zones``, ``summary``) and ``openstack volume type`` / ``openstack quota`` call
-these routes; ``GET /volumes/summary`` is here too, beside the usage it counts.
+these routes; ``GET /volumes/summary`` is here too, beside the usage it counts, and the user
+messages (``GET /messages``, what ``volume_records.user_message`` recorded).
 Types are records of kind ``"volume_type"`` (seeded with ``__DEFAULT__`` and ``lvmdriver-1`` by
 ``volume_common.types``); quota overrides are records of kind ``"volume_quota"`` keyed by the
 project id; usage is counted from the live volumes and snapshots.
@@ -258,7 +259,18 @@ def volumes_summary(request: Request, who: Authenticated,
 @router.get("/messages")
 def list_messages(request: Request, who: Authenticated,
                   version: VolumeVersion) -> dict[str, Any]:
-    """``GET /messages`` (3.3): the user messages; the simulated cloud records none."""
+    """``GET /messages`` (3.3): the user messages ``volume_records.user_message`` recorded
+    (why a volume went to error), oldest first; 3.5 filters them by their fields."""
     if version < (3, 3):
         raise cinder_error(404, "The resource could not be found.")
-    return {"messages": []}
+    cloud = cloud_of(request)
+    with cloud.locked():
+        rows = [dict(m) for m in cloud.kind("volume_message").values()
+                if who.is_admin or m["project_id"] == who.project_id]
+    if version >= (3, 5):
+        for key in ("resource_uuid", "resource_type", "event_id", "message_level",
+                    "request_id"):
+            if request.query_params.get(key) is not None:
+                rows = [m for m in rows if m[key] == request.query_params[key]]
+    rows.sort(key=lambda m: (m["created_at"], m["id"]))
+    return {"messages": [{k: v for k, v in m.items() if k != "project_id"} for m in rows]}
