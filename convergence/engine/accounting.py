@@ -87,12 +87,17 @@ class Accountant:
         follow.extend(polls(trav.id, due, ctx.batch_size))
         finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
         done = [n.seq for n in finished_nodes]
-        failed = [n.seq for n in tx.finish_nodes(trav.id, failed, FAILED_STATE)]
+        failed_nodes = tx.finish_nodes(trav.id, failed, FAILED_STATE)
+        failed = [n.seq for n in failed_nodes]
         if failed and rolls_back(stack, trav):
             return roll_back(tx, stack, trav, failure), None
         successors: Counter[int] = Counter()
         for node in finished_nodes:
             successors.update(node.successors)
+        for node in failed_nodes:
+            # The cleanups of versions it replaced as it ran (a create's failed attempts;
+            # negative seqs) still run: what failed is deleted even though the node failed.
+            successors.update(s for s in node.successors if s < 0)
         ready = tx.release_successors(trav.id, successors)
         skipped = tx.skip_descendants(trav.id, failed) if failed else 0
         nxt: Batch | None = None

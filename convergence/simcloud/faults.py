@@ -62,16 +62,20 @@ class Rule:
     path: str | None = None  # request rules: a glob on the path (``/compute/v2.1/servers*``)
     seconds: float = 0.0  # error/vanish delay, slowness, Retry-After
     message: str = ""  # the fault or error message (a default per effect when empty)
-    count: int | None = None  # how many times it applies (None: until removed)
+    # How many times it applies (None: until removed); for an object's fate (stay building,
+    # go ERROR, vanish), how many objects it takes: the first ones it matches keep it.
+    count: int | None = None
     id: str = ""
     created_at: float = 0.0
     hits: int = 0
+    objects: list[str] = field(default_factory=list)  # the objects a counted fate took
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-_FIELDS = {f for f in Rule.__dataclass_fields__ if f not in ("id", "created_at", "hits")}
+_FIELDS = {f for f in Rule.__dataclass_fields__
+           if f not in ("id", "created_at", "hits", "objects")}
 
 
 def parse_rule(body: Any) -> Rule:
@@ -191,7 +195,8 @@ def fate(cloud: SimCloud, service: str, kind: str, record: Record, made_at: floa
     stays, error_at, message, vanish_at = False, None, "", None
     for rule in rules(cloud):
         if rule.effect not in (STAY_BUILDING, ERROR_AFTER, VANISH_AFTER) or \
-                not matches_object(rule, service, kind, record):
+                not matches_object(rule, service, kind, record) or \
+                not _takes(cloud, rule, str(record.get("id"))):
             continue
         at = max(made_at, rule.created_at) + rule.seconds
         if rule.effect == STAY_BUILDING:
@@ -202,6 +207,20 @@ def fate(cloud: SimCloud, service: str, kind: str, record: Record, made_at: floa
         elif rule.effect == VANISH_AFTER and (vanish_at is None or at < vanish_at):
             vanish_at = at
     return Fate(stays, error_at, message, vanish_at)
+
+
+def _takes(cloud: SimCloud, rule: Rule, object_id: str) -> bool:
+    """Whether a fate rule applies to this object: always without a ``count``; with one, to
+    the first ``count`` objects it matched (remembered, so their fate stays theirs)."""
+    if rule.count is None or object_id in rule.objects:
+        return True
+    if len(rule.objects) >= rule.count:
+        return False
+    stored = _table(cloud).get(rule.id)
+    if stored is not None:
+        stored.setdefault("objects", []).append(object_id)
+        stored["hits"] = len(stored["objects"])
+    return True
 
 
 def delete_rule(cloud: SimCloud, service: str, kind: str, record: Record) -> Rule | None:

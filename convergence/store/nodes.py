@@ -155,7 +155,9 @@ class NodeQueries(TxPart):
             seen |= frontier
             nxt: set[int] = set()
             for n in nodes:
-                nxt.update(s for s in n.successors if s not in seen)
+                # Negative seqs are cleanups of versions replaced while the traversal ran,
+                # released even after a failure (the accountant does): never skipped.
+                nxt.update(s for s in n.successors if s not in seen and s >= 0)
             if not nxt:
                 break
             targets = [n.seq for n in self.nodes(traversal_id, nxt)
