@@ -57,7 +57,7 @@ def _embedded_cloud(settings: Settings) -> Callable[[], Mapping[str, str]]:
         from convergence.simcloud import embedded
 
         folder = sqlite_folder(settings.database_url) or tempfile.mkdtemp()
-        return embedded.start(Path(folder) / "simcloud")
+        return embedded.start(Path(folder) / "simcloud").environ
 
     return start
 

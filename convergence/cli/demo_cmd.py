@@ -1,10 +1,16 @@
-"""``convergence demo``: create, update and delete the shipped example stack, and show it.
+"""``convergence demo``: a real stack's whole life against a simulated cloud, shown live.
 
-Run by ``make demo``. Uses ``examples/web-stack.yaml`` with ``web-stack-env.yaml``, then
-updates it with ``web-stack-update-env.yaml`` on top (``--existing``: a bigger flavor replaces
-the web node, three nodes update the front end, monitoring off deletes its resource), then
-deletes it. Each phase shows the live progress, the events it produced and a summary
-(resources created, updated, replaced, deleted; the outputs).
+Run by ``make demo``. Uses ``examples/cloud-app.yaml``: a network, subnet, router to the
+outside, two servers on ports of their own and a volume attached to one of them, made in a
+simulated OpenStack cloud (``convergence.simcloud``) that the demo serves in this process.
+The phases: create; update with ``cloud-app-update-env.yaml`` (``--existing``: a new flavor
+replaces the application server, its port moving to the new one; a metadata change updates
+the database server in place); the database server deleted behind the engine's back (a
+fault rule of the cloud makes it vanish, as when its hypervisor dies); a ``stack check``
+that finds it missing; an update with ``--converge`` that makes it again; the delete; and
+the cloud's objects counted, to show nothing of the stack is left. Each phase shows the
+live progress, the events it produced and a summary (resources created, updated, replaced,
+deleted; the outputs).
 
 Always the embedded default (in-process dispatcher), against a throwaway SQLite database in
 a temporary folder unless ``--database-url`` is given, so it never touches the user's stacks:
@@ -35,11 +41,14 @@ if TYPE_CHECKING:
     from convergence.runtime import Runtime
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-TEMPLATE = "web-stack.yaml"
-ENVIRONMENT = "web-stack-env.yaml"
-UPDATE_ENVIRONMENT = "web-stack-update-env.yaml"
+TEMPLATE = "cloud-app.yaml"
+UPDATE_ENVIRONMENT = "cloud-app-update-env.yaml"
 TENANT = "demo"
-STACK = "web"
+STACK = "app"
+PHASES = 5
+# The kinds of cloud object a stack of the example makes (and must leave none of).
+MADE = ("server", "port", "network", "subnet", "router", "floatingip", "volume",
+        "volume_attachment", "keypair")
 
 
 @click.command("demo")
@@ -49,62 +58,89 @@ STACK = "web"
               default=EXAMPLES, show_default=True, help="Where the example files are.")
 @report_errors
 def demo(database_url: str | None, examples_dir: Path) -> None:
-    """Create, update and delete the example stack on the embedded engine, and show it."""
-    missing = [n for n in (TEMPLATE, ENVIRONMENT, UPDATE_ENVIRONMENT)
-               if not (examples_dir / n).is_file()]
+    """Create, update, break, repair and delete a stack of servers, a network and a volume
+    in a simulated cloud, on the embedded engine, and show it."""
+    missing = [n for n in (TEMPLATE, UPDATE_ENVIRONMENT) if not (examples_dir / n).is_file()]
     if missing:
         raise click.UsageError(f"{examples_dir}: missing {', '.join(missing)} "
                                "(give the examples folder with --examples-dir)")
-    if database_url:
-        ok = _run(database_url, examples_dir, throwaway=False)
-    else:
-        with tempfile.TemporaryDirectory(prefix="convergence-demo-") as folder:
-            ok = _run(f"sqlite:///{Path(folder) / 'demo.db'}", examples_dir, throwaway=True)
+    with tempfile.TemporaryDirectory(prefix="convergence-demo-") as folder:
+        url = database_url or f"sqlite:///{Path(folder) / 'demo.db'}"
+        ok = _run(url, examples_dir, Path(folder), throwaway=not database_url)
     if not ok:
         raise SystemExit(1)
 
 
-def _run(url: str, examples: Path, *, throwaway: bool) -> bool:
+def _run(url: str, examples: Path, folder: Path, *, throwaway: bool) -> bool:
     from convergence.runtime import open_runtime
-    from convergence.services import stacks
+    from convergence.services import queries, stacks
     from convergence.settings import Settings
+    from convergence.simcloud import embedded
+    from convergence.simcloud.client import SimControl
     from convergence.store.db import redacted_url
 
-    rt = open_runtime(Settings(database_url=url))  # no broker: the embedded engine
+    cloud = embedded.start(folder / "simcloud", build_seconds=1.0)
+    control = SimControl(cloud.url)
+    # No broker: the embedded engine; the simulated cloud named as a user names a cloud.
+    rt = open_runtime(Settings(database_url=url), environ=cloud.environ)
     try:
         con = out.console()
         name = _free_name(rt)
         con.print(f"[bold]Convergence demo[/bold]: stack {name!r} on the embedded engine "
-                  "(in-process dispatcher)", highlight=False)
+                  f"(in-process dispatcher), in a simulated cloud at {cloud.url}",
+                  highlight=False)
         con.print(f"database: {redacted_url(url)}" + (" (throwaway)" if throwaway else ""),
                   markup=False, highlight=False)
+        seeded = control.objects()
         started = time.monotonic()
-        template = examples / TEMPLATE
-        text, files, envs = read_input(template, [examples / ENVIRONMENT], None)
+        text, files, envs = read_input(examples / TEMPLATE, [], None)
         assert text is not None
 
-        _phase(con, 1, f"Create from {TEMPLATE} with {ENVIRONMENT}")
+        _phase(con, 1, f"Create from {TEMPLATE}")
         s = stacks.create_stack(rt, TENANT, name, text, files=files, environments=envs)
         if not _follow(rt, con, s):
             return False
 
-        _phase(con, 2, f"Update --existing with {UPDATE_ENVIRONMENT} (flavor m1.medium, "
-                       "3 nodes, no monitoring)")
+        _phase(con, 2, f"Update --existing with {UPDATE_ENVIRONMENT} (app: flavor m1.medium, "
+                       "replaced; db: new metadata, in place)")
         _, _, update_envs = read_input(None, [examples / UPDATE_ENVIRONMENT], None)
         s = stacks.update_stack(rt, TENANT, name, None, environments=update_envs,
                                 existing=True)
         if not _follow(rt, con, s):
             return False
 
-        _phase(con, 3, "Delete")
+        db = {r.name: r for r in queries.list_resources(rt, TENANT, s.id)}["db"]
+        _phase(con, 3, f"Server db ({db.physical_id}) vanishes behind the engine's back; "
+                       "stack check")
+        control.add_rule("vanish_after", object_id=db.physical_id, seconds=0,
+                         message="the hypervisor died")
+        s = stacks.check_stack(rt, TENANT, name)
+        if _follow(rt, con, s, outputs=False):
+            con.print("the check should have found db missing", markup=False)
+            return False
+
+        _phase(con, 4, "Update --existing --converge: repaired from what the cloud has")
+        s = stacks.update_stack(rt, TENANT, name, None, existing=True, converge=True)
+        if not _follow(rt, con, s):
+            return False
+
+        _phase(con, 5, "Delete")
         s = stacks.delete_stack(rt, TENANT, name)
         if not _follow(rt, con, s, outputs=False):
             return False
-        con.print(f"\nDone: stack {name!r} was created, updated and deleted in "
-                  f"{time.monotonic() - started:.1f} s.")
-        return True
+        # What the cloud makes of its own for a project on first use (its default security
+        # group and rules, volume types) is the cloud's, not the stack's.
+        left = {k: n - seeded.get(k, 0) for k, n in control.objects().items()
+                if k in MADE and n != seeded.get(k, 0)}
+        con.print("Left in the cloud: " + (", ".join(f"{n} {k}" for k, n in left.items())
+                                           if left else "nothing of the stack"),
+                  markup=False, highlight=False)
+        con.print(f"\nDone: stack {name!r} was created, updated, broken, checked, repaired "
+                  f"and deleted in {time.monotonic() - started:.1f} s.")
+        return not left
     finally:
         rt.store.engine.dispose()
+        cloud.stop()
 
 
 def _free_name(rt: Runtime) -> str:
@@ -120,7 +156,7 @@ def _free_name(rt: Runtime) -> str:
 
 
 def _phase(con: Console, n: int, title: str) -> None:
-    con.print(f"\n[bold]{n}/3 {title}[/bold]", highlight=False)
+    con.print(f"\n[bold]{n}/{PHASES} {title}[/bold]", highlight=False)
 
 
 def _follow(rt: Runtime, con: Console, accepted: StackView, *, outputs: bool = True) -> bool:

@@ -125,6 +125,10 @@ class Stepper(ObservingSteps):
             # the resource's fault. The batch ends here and its work is offered again.
             raise exc
         log.exception("step of %s failed unexpectedly", inp.node.name, exc_info=exc)
+        if inp.action == CHECK:  # a check that could not look: that resource's check failed
+            result = self.fail(inp, inp.record, inp.token, CHECK, f"{type(exc).__name__}: {exc}")
+            result.outcome, result.check_failed = DONE, result.reason
+            return result
         return self.fail(inp, inp.record, inp.token, inp.record.action if
                          inp.record.action != "INIT" else CREATE,
                          f"{type(exc).__name__}: {exc}")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from convergence.simcloud.serve import CLOUD_NAME, clouds_yaml, running
@@ -22,17 +24,32 @@ from convergence.simcloud.state import Options, SimCloud
 _lock = threading.Lock()
 
 
-def start(folder: Path, build_seconds: float = 1.0) -> dict[str, str]:
-    """Serve a simulated cloud kept in ``folder`` (``simcloud.json``) until the process ends;
-    the environment naming its ``clouds.yaml`` entry."""
+@dataclass(frozen=True)
+class Started:
+    """A simulated cloud serving in this process: its base URL (its ``/_sim/`` control plane
+    is there too) and the environment naming its ``clouds.yaml`` entry."""
+
+    url: str
+    environ: dict[str, str]
+    stop: Callable[[], None]  # stop serving and save (also done at exit, if not before)
+
+
+def start(folder: Path, build_seconds: float = 1.0) -> Started:
+    """Serve a simulated cloud kept in ``folder`` (``simcloud.json``) until the process ends."""
     with _lock:
         folder.mkdir(parents=True, exist_ok=True)
         cloud = SimCloud(options=Options(state_file=folder / "simcloud.json",
                                          build_seconds=build_seconds))
         stack = contextlib.ExitStack()
         url = stack.enter_context(running(cloud))
+
+        def stop() -> None:
+            atexit.unregister(stop)
+            stack.close()
+
         # At exit: the server stopped and the state saved (a save may still be due).
-        atexit.register(stack.close)
+        atexit.register(stop)
         config = folder / "clouds.yaml"
         config.write_text(clouds_yaml(url))
-        return {"OS_CLOUD": CLOUD_NAME, "OS_CLIENT_CONFIG_FILE": str(config)}
+        return Started(url, {"OS_CLOUD": CLOUD_NAME, "OS_CLIENT_CONFIG_FILE": str(config)},
+                       stop)

@@ -29,23 +29,24 @@ def user_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
         root.removeHandler(handler)
 
 
-def test_the_demo_creates_updates_and_deletes_the_example(user_database: Path) -> None:
+def test_the_demo_creates_updates_breaks_repairs_and_deletes_a_cloud_stack(
+        user_database: Path) -> None:
     result = CliRunner().invoke(cli, ["demo"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "(throwaway)" in out
-    assert "Created (5): db_password, app_config, web_node, front_end, monitor" in out
-    assert "front_end: frontend for web-demo-m1.small (2 nodes)" in out
-    assert "Stack web CREATE_COMPLETE" in out
-    # The update: a new flavor replaces the node, monitoring off deletes its resource.
-    assert "Replaced (1): web_node" in out
-    assert "Updated (2): app_config, front_end" in out
-    assert "Deleted (1): monitor" in out
-    assert "Unchanged (1): db_password" in out
-    assert "front_end: frontend for web-demo-m1.medium (3 nodes)" in out
-    assert "Stack web UPDATE_COMPLETE" in out
-    assert "Stack web DELETE_COMPLETE" in out
-    assert "[web_node]: DELETE_COMPLETE" in out  # the events are shown
+    assert "(throwaway)" in out and "in a simulated cloud at http://127.0.0.1:" in out
+    assert "Created (10): " in out
+    assert "Stack app CREATE_COMPLETE" in out
+    # The update: a new flavor replaces the app server, new metadata updates db in place.
+    assert "Replaced (1): app" in out and "Updated (1): db" in out
+    assert "Stack app UPDATE_COMPLETE" in out
+    # db vanishes behind the engine's back: the check finds it, the converge makes it again.
+    assert "Stack app CHECK_FAILED: Resource CHECK failed: db: server" in out
+    assert "not found in the cloud" in out
+    assert out.count("Stack app UPDATE_COMPLETE") == 2
+    assert "Stack app DELETE_COMPLETE" in out
+    assert "Left in the cloud: nothing of the stack" in out
+    assert "[db]: DELETE_COMPLETE" in out  # the events are shown
     assert not user_database.exists()
 
 
@@ -55,7 +56,7 @@ def test_the_demo_can_use_a_given_database(tmp_path: Path, user_database: Path) 
         result = CliRunner().invoke(cli, ["demo", "--database-url", url],
                                     catch_exceptions=False)
         assert result.exit_code == 0, result.output
-        assert "Stack web DELETE_COMPLETE" in result.output
+        assert "Stack app DELETE_COMPLETE" in result.output
     assert (tmp_path / "given.db").exists()
     assert not user_database.exists()
 
@@ -64,7 +65,8 @@ def test_the_demo_runs_as_a_command() -> None:
     out = subprocess.run([sys.executable, "-m", "convergence", "demo"], capture_output=True,
                          text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert "Done: stack 'web' was created, updated and deleted" in out.stdout
+    assert "Done: stack 'app' was created, updated, broken, checked, repaired and deleted" \
+        in out.stdout
     assert out.stderr == ""  # logging stays quiet at the CLI's level
 
 

@@ -18,7 +18,14 @@ from typing import Any, ClassVar
 
 from openstack.compute.v2 import server as nova_server
 
-from convergence.plugins.base import CREATE, DELETE, PluginContext, Progress, ResourceFailure
+from convergence.plugins.base import (
+    CREATE,
+    DELETE,
+    Observation,
+    PluginContext,
+    Progress,
+    ResourceFailure,
+)
 from convergence.plugins.openstack.errors import Absent, translated
 from convergence.plugins.openstack.resource import OpenStackResource
 from convergence.template.properties import STRING, PropertySchema, TypeSchema
@@ -135,6 +142,21 @@ class VolumeAttachment(OpenStackResource):
             not any(_server_of(a) == server_id for a in volume.attachments or [])
 
     # -- the plugin port -----------------------------------------------------------------------
+    def observe(self, ctx: PluginContext, physical_id: str,
+                props: Mapping[str, Any]) -> Observation | None:
+        """Attached is the volume showing the server; a server gone (its attachments with
+        it) or a volume detached behind the engine's back is missing."""
+        conn = self.connection(ctx)
+        server_id, volume_id = str(props["instance_uuid"]), str(props["volume_id"])
+        with translated(f"reading volume {volume_id}"):
+            volume = self.volume(conn, volume_id)
+        if volume is None:
+            return Observation.missing(f"volume {volume_id} not found in the cloud")
+        if not any(_server_of(a) == server_id for a in volume.attachments or []):
+            return Observation.missing(f"volume {volume_id} is not attached to server "
+                                       f"{server_id}")
+        return Observation.fine()
+
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
         return self.attach(ctx, self.connection(ctx), props)
 

@@ -183,6 +183,8 @@ class OpenStackResource(PluginBase):
 
     def observe(self, ctx: PluginContext, physical_id: str,
                 props: Mapping[str, Any]) -> Observation | None:
+        if type(self).fetch is OpenStackResource.fetch:
+            return None  # a type that reads its objects its own way observes its own way
         conn = self.connection(ctx)
         try:
             with translated(f"reading {self.noun} {physical_id}"):
