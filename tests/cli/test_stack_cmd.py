@@ -366,14 +366,14 @@ def test_invalid_templates_get_every_problem_with_its_path(db_url: str, tmp_path
             type: OS::Heat::TestResource
             properties:
               value: {get_param: missing}
-          b: {type: OS::Nova::Server}
+          b: {type: OS::Trove::Instance}
         """)
     result = run("stack", "create", "bad", "-t", str(t))
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         "Error: the input was refused (2 errors):",
         "resources.a.properties.value.get_param: get_param: parameter 'missing' is not defined",
-        "resources.b.type: resource type 'OS::Nova::Server' is not available",
+        "resources.b.type: resource type 'OS::Trove::Instance' is not available",
     ]
     assert as_json(run("stack", "list", "-f", "json")) == []  # nothing was stored
 

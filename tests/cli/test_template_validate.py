@@ -51,7 +51,7 @@ def test_errors_are_printed_one_per_line_with_paths(tmp_path: Path) -> None:
             type: OS::Heat::TestResource
             properties:
               value: {get_param: missing}
-          b: {type: OS::Nova::Server}
+          b: {type: OS::Trove::Instance}
         """)
     code, out = run(str(t))
     assert code == 1
@@ -59,7 +59,7 @@ def test_errors_are_printed_one_per_line_with_paths(tmp_path: Path) -> None:
     assert lines[0] == f"{t}: invalid (2 errors)"
     assert lines[1:] == [
         "resources.a.properties.value.get_param: get_param: parameter 'missing' is not defined",
-        "resources.b.type: resource type 'OS::Nova::Server' is not available",
+        "resources.b.type: resource type 'OS::Trove::Instance' is not available",
     ]
 
 

@@ -35,8 +35,8 @@ def test_a_valid_stack_gives_types_dependencies_and_conditions() -> None:
 
 
 def test_unknown_resource_type_is_honest() -> None:
-    found = problems(hot("resources:\n  s: {type: OS::Nova::Server}\n"))
-    assert found == ["resources.s.type: resource type 'OS::Nova::Server' is not available"]
+    found = problems(hot("resources:\n  s: {type: OS::Trove::Instance}\n"))
+    assert found == ["resources.s.type: resource type 'OS::Trove::Instance' is not available"]
 
 
 def test_type_suggestion() -> None:
