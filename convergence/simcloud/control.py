@@ -82,6 +82,8 @@ class Middleware:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                if rule is not None and rule.effect == faults.LATE_ANSWER:
+                    await asyncio.sleep(rule.seconds)  # done already: only the answer waits
             await send(message)
 
         try:

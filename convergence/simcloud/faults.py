@@ -30,13 +30,16 @@ DELETE_ERROR = "delete_error"  # a delete answers 500
 QUOTA_EXCEEDED = "quota_exceeded"  # a create answers the service's over-quota error
 # Effects on the requests a rule matches.
 SLOW = "slow"  # answered ``seconds`` late
+# Done at once, answered ``seconds`` late: the window in which a client that crashes made a
+# change it never heard of (what an interrupted create must find again, not make twice).
+LATE_ANSWER = "late_answer"
 UNAVAILABLE = "unavailable"  # 503 (``count`` times, then the rule is spent)
 RATE_LIMITED = "rate_limited"  # 429 with ``Retry-After: seconds`` (``count`` times)
 TOKEN_EXPIRY = "token_expiry"  # the caller's token expires: 401, a new token is needed
 
 OBJECT_EFFECTS = (STAY_BUILDING, ERROR_AFTER, VANISH_AFTER, DELETE_HANGS, DELETE_CONFLICT,
                   DELETE_ERROR, QUOTA_EXCEEDED)
-REQUEST_EFFECTS = (SLOW, UNAVAILABLE, RATE_LIMITED, TOKEN_EXPIRY)
+REQUEST_EFFECTS = (SLOW, LATE_ANSWER, UNAVAILABLE, RATE_LIMITED, TOKEN_EXPIRY)
 EFFECTS = OBJECT_EFFECTS + REQUEST_EFFECTS
 SERVICES = ("identity", "compute", "network", "volume", "image")
 TABLE = "fault_rules"

@@ -41,6 +41,8 @@ import httpx
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
+from convergence.simcloud.serve import CLOUD_NAME, clouds_yaml, running
+from convergence.simcloud.state import Options, SimCloud
 from tests.faults.services import BlackHole, PrivatePostgres, PrivateRedis, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -185,6 +187,11 @@ class FaultCluster:
         self._supervisor: threading.Thread | None = None
         self._lock = threading.RLock()
         self.api: ApiProcess | None = None
+        # A simulated cloud served by this process, which every worker and API reaches as
+        # its cloud (OS_CLOUD), for stacks of OpenStack resource types.
+        self.cloud: SimCloud | None = None
+        self.cloud_url = ""
+        self._serving = contextlib.ExitStack()
 
     # life -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -196,6 +203,13 @@ class FaultCluster:
         upgrade(self.database_url)  # as `convergence db upgrade`; workers migrate nothing
         self.redis = PrivateRedis(self.folder)
         self.redis.start()
+        self.cloud = SimCloud(options=Options(build_seconds=0.5, volume_seconds={
+            "create": 0.5, "attach": 0.2, "detach": 0.2, "delete": 0.2, "snapshot": 0.5}))
+        self.cloud_url = self._serving.enter_context(running(self.cloud))
+        clouds = self.folder / "clouds.yaml"
+        clouds.write_text(clouds_yaml(self.cloud_url))
+        self.extra_env = {"OS_CLOUD": CLOUD_NAME, "OS_CLIENT_CONFIG_FILE": str(clouds),
+                          **self.extra_env}
         started = [self.start_worker(f"w{i}") for i in range(self.worker_count)]
         self.wait_ready(started)
         self._supervisor = threading.Thread(target=self._supervise, name="supervisor",
@@ -222,6 +236,7 @@ class FaultCluster:
             self.redis.kill()
         if self.pg is not None:
             self.pg.destroy()
+        self._serving.close()
 
     @property
     def db(self) -> Engine:

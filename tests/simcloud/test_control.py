@@ -136,3 +136,15 @@ def test_rules_are_kept_in_the_state_file(tmp_path: Path) -> None:
         [rule] = SimControl(url).rules()
     assert (rule.effect, rule.metadata, rule.seconds) == ("vanish_after", {"doomed": "yes"},
                                                           60)
+
+
+def test_a_late_answer_is_done_at_once_and_answered_late(cloud_url: str) -> None:
+    """The network exists before the client hears of it: a client that gives up (or dies)
+    meanwhile made it all the same, and finds it by name afterwards."""
+    control, conn = SimControl(cloud_url), connect(cloud_url)
+    impatient = connect(cloud_url, api_timeout=0.3)  # gives up before the answer
+    list(impatient.network.networks())  # discovery and token before the rule's request
+    control.add_rule("late_answer", service="network", method="POST", seconds=1.0, count=1)
+    with pytest.raises(keystoneauth1.exceptions.ConnectTimeout):
+        impatient.network.create_network(name="late")
+    assert conn.network.find_network("late") is not None
