@@ -59,7 +59,8 @@ class Workers:
         conn.close()
 
 
-def start_cluster(folder: str, workers: int) -> tuple[str, str, Workers]:
+def start_cluster(folder: str, workers: int, extra_env: dict[str, str] | None = None,
+                  concurrency: int = 1) -> tuple[str, str, Workers]:
     from convergence.store.migrate import upgrade
 
     database = f"convergence_bench_{uuid.uuid4().hex[:8]}"
@@ -75,12 +76,13 @@ def start_cluster(folder: str, workers: int) -> tuple[str, str, Workers]:
     stats = Path(folder) / "stats"
     stats.mkdir()
     env = {**os.environ, "CONVERGENCE_DATABASE_URL": url, "CONVERGENCE_BROKER_URL": broker,
-           "CONVERGENCE_STATS_DIR": str(stats), "CONVERGENCE_POLL_SECONDS": "0.2"}
+           "CONVERGENCE_STATS_DIR": str(stats), "CONVERGENCE_POLL_SECONDS": "0.2",
+           **(extra_env or {})}
     handle = Workers(database, stats)
     for i in range(workers):
         log = open(Path(folder) / f"worker{i}.log", "wb")  # noqa: SIM115 - lives with the worker
         handle.processes.append(subprocess.Popen(
-            [sys.executable, "-m", "convergence", "worker", "--concurrency", "1",
+            [sys.executable, "-m", "convergence", "worker", "--concurrency", str(concurrency),
              "--loglevel", "warning", "--hostname", f"bench{i}-{database}@%h"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     _wait_ready(broker, workers)

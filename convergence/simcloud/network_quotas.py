@@ -33,9 +33,11 @@ def over_quota(kind: str) -> CloudError:
 
 
 def limits(cloud: SimCloud, project_id: str) -> dict[str, int]:
-    """The project's limits: its own where set, else the defaults."""
-    own = cloud.kind(TABLE).get(project_id) or {}
-    return {k: int(own.get("limits", {}).get(k, v)) for k, v in DEFAULTS.items()}
+    """The project's limits: its own where set, else the seed's defaults, else Neutron's."""
+    table = cloud.kind(TABLE)
+    seeded = (table.get("default") or {}).get("limits", {})
+    own = (table.get(project_id) or {}).get("limits", {})
+    return {k: int(own.get(k, seeded.get(k, v))) for k, v in DEFAULTS.items()}
 
 
 def used(cloud: SimCloud, project_id: str, kind: str) -> int:

@@ -70,6 +70,8 @@ class Seed:
     availability_zones: list[str] = field(default_factory=lambda: ["nova", "az2"])
     compute_quota: dict[str, int] = field(default_factory=lambda: default_quota())
     networks: list[SeedNetwork] = field(default_factory=lambda: [SeedNetwork()])
+    # Neutron's default limits over its own (``port``, ``network``...); {}: Neutron's own.
+    network_quota: dict[str, int] = field(default_factory=dict)
 
 
 def seed_from_mapping(data: dict[str, Any]) -> Seed:
@@ -196,14 +198,18 @@ def service_objects(seed: Seed, project_id: Callable[[str], str],
               for name in seed.availability_zones]
     found.append(("compute_quota", {"id": "default", "project_id": None,
                                     **seed.compute_quota}))
+    if seed.network_quota:
+        found.append(("network_quota", {"id": "default", "project_id": None,
+                                        "limits": dict(seed.network_quota)}))
     return found
 
 
 def services_from_mapping(data: dict[str, Any]) -> dict[str, Any]:
     """The services' part of a seed file: ``flavors: [{name, ram, vcpus, disk, id, ...}]``,
     ``images: [{name, size, created_at, ...}]``, ``availability_zones: [names]``,
-    ``compute_quota: {instances, cores, ram, ...}`` (merged over the default); each key left
-    out keeps the default."""
+    ``compute_quota: {instances, cores, ram, ...}`` (merged over the default),
+    ``network_quota: {port, network, ...}`` (Neutron's default limits); each key left out
+    keeps the default."""
     found: dict[str, Any] = {}
     if data.get("flavors") is not None:
         found["flavors"] = [SeedFlavor(**f) for f in data["flavors"]]
@@ -213,6 +219,8 @@ def services_from_mapping(data: dict[str, Any]) -> dict[str, Any]:
         found["availability_zones"] = list(data["availability_zones"])
     if data.get("compute_quota") is not None:
         found["compute_quota"] = {**DEFAULT_COMPUTE_QUOTA, **data["compute_quota"]}
+    if data.get("network_quota") is not None:
+        found["network_quota"] = {str(k): int(v) for k, v in data["network_quota"].items()}
     if data.get("networks") is not None:  # Neutron: [{name, cidr, gateway_ip, pool_start, ...}]
         found["networks"] = [SeedNetwork(**n) for n in data["networks"]]
     return found
