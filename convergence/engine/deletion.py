@@ -54,6 +54,8 @@ def definition_policy(definition: StackDefinition, name: str) -> str | None:
     resource = definition.template.resources.get(name)
     if resource is None:
         return None
+    if resource.external_id is not None:
+        return RETAIN  # not the stack's to delete: it was there before, as Heat leaves it
     try:
         return canonical(definition.resolver().resolve(resource.deletion_policy))
     except (TemplateError, UnknownValue):

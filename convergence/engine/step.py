@@ -155,6 +155,10 @@ class Stepper(ObservingSteps):
             return self.fail(inp, record, inp.token, _action_for(record), str(exc))
         requires = [inp.heads[d].id for d in sorted(definition.dependencies.get(name, ()))
                     if d in inp.heads]
+        external = definition.template.resources[name].external_id
+        if external is not None:
+            return self._external(inp, plugin, resolver.resolve(external), props, requires,
+                                  rtype)
         op = record.operation
         if op is not None and op.get("action") != DELETE:
             started = op.get("properties") or {}
@@ -189,6 +193,37 @@ class Stepper(ObservingSteps):
             verb = str(op.get("action", CREATE))
         return self._act(inp, plugin, record, inp.token, verb, props, requires,
                          poll=action is Action.POLL)
+
+    def _external(self, inp: StepInput, plugin: ResourcePlugin, external: Any,
+                  props: Mapping[str, Any], requires: list[int], rtype: str) -> StepResult:
+        """An external resource (``external_id``): the object is there already and not the
+        stack's; its attributes are read, nothing is made (and its cleanup never deletes it:
+        its policy is Retain)."""
+        record = inp.record
+        physical_id = str(external)
+        if record.physical_id == physical_id and record.status == "COMPLETE" and \
+                record.action != "INIT" and dict(record.properties) == dict(props):
+            return StepResult(inp.node.seq, DONE, [RecordChange(record.id, inp.token, {
+                "template_id": inp.template_id, "generation": inp.generation,
+                "requires": requires})])
+        ctx = self._context(inp.stack, record, inp.lease_good)
+        try:
+            progress = plugin.adopt(ctx, physical_id, props)
+        except ResourceFailure as exc:
+            return self.fail(inp, record, inp.token, CREATE, str(exc) or "not found")
+        except RetryLater as exc:
+            return self._refused_result(inp, record, inp.token, exc)
+        attributes = dict(progress.attributes or {})
+        ref = plugin.reference_id(physical_id, props, attributes)
+        change = RecordChange(record.id, inp.token, {
+            "physical_id": physical_id, "action": CREATE, "status": "COMPLETE",
+            "status_reason": "external resource", "type": rtype, "properties": dict(props),
+            "attributes": attributes, "reference_id": None if ref is None else str(ref),
+            "operation": None, "template_id": inp.template_id, "generation": inp.generation,
+            "requires": requires})
+        event = NewEvent(record.name, physical_id, rtype, CREATE, "COMPLETE",
+                         "external resource: adopted, not made")
+        return StepResult(inp.node.seq, DONE, [change], [event])
 
     @staticmethod
     def _replacement(inp: StepInput, props: Mapping[str, Any], requires: list[int],

@@ -186,6 +186,11 @@ class ResourcePlugin(Protocol):
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool: ...
 
+    # An external resource (``external_id``): ``physical_id`` exists already and is not the
+    # stack's; read its attributes, make nothing. ResourceFailure when it is not there.
+    def adopt(self, ctx: PluginContext, physical_id: str,
+              props: Mapping[str, Any]) -> Progress: ...
+
     # What ``physical_id`` really is in the cloud (a ``stack check``, an update that
     # converges with reality); None: the type cannot tell, and counts as healthy. Raises
     # RetryLater when the cloud does not answer.
@@ -236,6 +241,11 @@ class PluginBase:
                 props: Mapping[str, Any]) -> Observation | None:
         """Nothing in a cloud to look at: a check cannot tell, and counts it healthy."""
         return None
+
+    def adopt(self, ctx: PluginContext, physical_id: str,
+              props: Mapping[str, Any]) -> Progress:
+        """Nothing in a cloud to read: the id as it is given, no attributes."""
+        return Progress.finished(physical_id, {})
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         """Replace when a property that cannot be updated in place changed."""

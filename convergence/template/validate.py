@@ -154,7 +154,9 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
                          f"{_suggest(effective, opts.catalog.names())}", TYPE)
             continue
         _check_deletion_policy(resolver, name, schema, problems, opts)
-        if schema.properties is not None:
+        # An external resource (``external_id``) is not made from its properties, so, as in
+        # Heat, they are not checked (a server given by id needs no flavor).
+        if schema.properties is not None and defn.external_id is None:
             props, unknown = _literal_properties(resolver, name, problems, opts)
             if props is not None:
                 check_properties(schema.properties, props, (*path, "properties"), problems,

@@ -181,6 +181,19 @@ class OpenStackResource(PluginBase):
         except Absent:
             return
 
+    def adopt(self, ctx: PluginContext, physical_id: str,
+              props: Mapping[str, Any]) -> Progress:
+        if type(self).fetch is OpenStackResource.fetch:
+            return Progress.finished(physical_id, {})  # reads its objects its own way
+        conn = self.connection(ctx)
+        try:
+            with translated(f"reading {self.noun} {physical_id}"):
+                obj = self.fetch(conn, physical_id)
+                return Progress.finished(physical_id, self.attributes(conn, obj, props))
+        except Absent:
+            raise ResourceFailure(f"external {self.noun} {physical_id} not found in the "
+                                  "cloud") from None
+
     def observe(self, ctx: PluginContext, physical_id: str,
                 props: Mapping[str, Any]) -> Observation | None:
         if type(self).fetch is OpenStackResource.fetch:
