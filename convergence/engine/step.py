@@ -78,6 +78,8 @@ class Stepper(ObservingSteps):
         # a minute), unless the cloud asked for longer. Kept per process: a crash only
         # starts the backoff over.
         self._refused: dict[int, int] = {}
+        # Untranslated exceptions in a row, by record: engine faults, tried again a few times.
+        self._faults: dict[int, int] = {}
         self._context = context
         self._now = now
         self._deletion_policy = deletion_policy
@@ -118,8 +120,10 @@ class Stepper(ObservingSteps):
             return self.crashed(inp, exc)
 
     def crashed(self, inp: StepInput, exc: Exception) -> StepResult:
-        """A step that raised: the resource fails (a plugin bug must not fail the worker),
-        unless the exception says the engine's database is away, which is raised again."""
+        """A step that raised what no plugin translated: an engine fault, not the
+        resource's. It is tried again later (doubling the wait), ``action_retry_limit``
+        times in a row in this process; then the resource fails with the exception, never
+        silently. The database being away is raised again (the batch is offered again)."""
         if self._unreachable(exc):
             # The engine's database is away (a plugin's own backend says RetryLater): not
             # the resource's fault. The batch ends here and its work is offered again.
@@ -129,6 +133,14 @@ class Stepper(ObservingSteps):
             result = self.fail(inp, inp.record, inp.token, CHECK, f"{type(exc).__name__}: {exc}")
             result.outcome, result.check_failed = DONE, result.reason
             return result
+        faults = self._faults.get(inp.record.id, 0)
+        if faults < self._retry_limit:
+            self._faults[inp.record.id] = faults + 1
+            return StepResult(inp.node.seq, RETRY,
+                              [RecordChange(inp.record.id, inp.token, {})],
+                              delay=min(2.0 ** faults, 60.0),
+                              reason=f"engine fault: {type(exc).__name__}: {exc}")
+        self._faults.pop(inp.record.id, None)
         return self.fail(inp, inp.record, inp.token, inp.record.action if
                          inp.record.action != "INIT" else CREATE,
                          f"{type(exc).__name__}: {exc}")
@@ -299,6 +311,7 @@ class Stepper(ObservingSteps):
                                                    dict(replaced_values or {})))
             return result
         self._refused.pop(record.id, None)
+        self._faults.pop(record.id, None)
         rtype = inp.definition.resource_types[inp.node.name] if inp.definition else record.type
         physical_id = progress.physical_id or record.physical_id
         events: list[NewEvent] = []
