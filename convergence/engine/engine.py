@@ -154,11 +154,14 @@ class Engine:
                               record.properties), policy
 
     def _context(self, stack: StackView, record: RecordView,
-                 lease_good: Callable[[], bool] = lambda: True) -> PluginContext:
+                 lease_good: Callable[[], bool] = lambda: True,
+                 token: int | None = None) -> PluginContext:
+        """``token``: the fencing token the step's claim gave the record; the first claim's
+        (1) means no step ever acted on it, so nothing of it can be in the cloud yet."""
         return PluginContext(owner=owner_key(stack.id, record.id), stack_id=stack.id,
                              stack_name=stack.name, resource_name=record.name,
                              now=self.ctx.store.clock, backends=self.ctx.registry.backends,
-                             lease_good=lease_good)
+                             lease_good=lease_good, first_attempt=token == 1)
 
     def _deletion_policy(self, record: RecordView) -> str | None:
         """The deletion policy of what a record made; None: it cannot be told (see

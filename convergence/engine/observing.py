@@ -26,7 +26,7 @@ from convergence.plugins.base import (
     ResourcePlugin,
     RetryLater,
 )
-from convergence.ports.views import NewEvent, RecordChange, RecordView, StackView
+from convergence.ports.views import NewEvent, RecordChange, RecordView
 
 
 class ObservingSteps:
@@ -34,7 +34,7 @@ class ObservingSteps:
     methods declared here."""
 
     _plugin: Callable[[str], ResourcePlugin | None]
-    _context: Callable[[StackView, RecordView, Callable[[], bool]], PluginContext]
+    _context: Callable[..., PluginContext]  # (stack, record, lease_good[, token])
 
     def _act(self, inp: StepInput, plugin: ResourcePlugin, record: RecordView, token: int,
              verb: str, props: Mapping[str, Any], requires: list[int], *,

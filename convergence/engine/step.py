@@ -44,7 +44,7 @@ from convergence.plugins.base import (
     ResourcePlugin,
     RetryLater,
 )
-from convergence.ports.views import NewEvent, RecordChange, RecordView, StackView
+from convergence.ports.views import NewEvent, RecordChange, RecordView
 from convergence.template import StackIdentity, TemplateError, UnknownValue
 from convergence.template.properties import with_defaults
 
@@ -67,7 +67,7 @@ class Stepper(ObservingSteps):
     """Runs node steps with a plugin registry, a clock and the plugins' backends."""
 
     def __init__(self, plugins: Callable[[str], ResourcePlugin | None],
-                 context: Callable[[StackView, RecordView, Callable[[], bool]], PluginContext],
+                 context: Callable[..., PluginContext],  # (stack, record, lease_good[, token])
                  now: Callable[[], float],
                  deletion_policy: Callable[[RecordView], str | None] = lambda record: "Delete",
                  *, unreachable: Callable[[BaseException], bool],
@@ -277,7 +277,7 @@ class Stepper(ObservingSteps):
         first); ``replaced_values``: what to record of the version ``replacing`` replaces."""
         if attempt is None:
             attempt = int((record.operation or {}).get("attempt", 1))
-        ctx = self._context(inp.stack, record, inp.lease_good)
+        ctx = self._context(inp.stack, record, inp.lease_good, token)
         try:
             _check_lease(inp)
             if poll:

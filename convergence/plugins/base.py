@@ -149,6 +149,9 @@ class PluginContext:
     # change it makes in the cloud, so that a worker that woke up past its lease (frozen,
     # or too slow) changes nothing that is someone else's now.
     lease_good: Callable[[], bool] = lambda: True
+    # No step ever acted on this record before (its first claim): an interrupted attempt
+    # cannot have made anything, so a create need not look for what one made.
+    first_attempt: bool = False
 
     def check_lease(self) -> None:
         """Raise :class:`RetryLater` if the lease is gone (call right before a change)."""

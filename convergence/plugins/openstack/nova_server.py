@@ -138,7 +138,8 @@ class Server(OpenStackResource):
                 asked: frozenset[str]) -> Progress:
         conn = self.connection(ctx)
         with translated(f"creating server {ctx.resource_name}"):
-            obj = self.find(conn, ctx, props)
+            # A record's first claim: no earlier attempt can have made a server to find.
+            obj = None if ctx.first_attempt and not asked else self.find(conn, ctx, props)
             if obj is None:
                 busy = free_ports(conn, ctx, props, asked)
                 if busy:

@@ -121,7 +121,8 @@ class OpenStackResource(PluginBase):
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
         conn = self.connection(ctx)
         with translated(f"creating {self.noun} {ctx.resource_name}"):
-            obj = self.find(conn, ctx, props)
+            # A record's first claim: no earlier attempt can have made anything to find.
+            obj = None if ctx.first_attempt else self.find(conn, ctx, props)
             if obj is None:
                 ctx.check_lease()
                 obj = self.make(conn, ctx, props)
