@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,7 +85,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from convergence.runtime import open_runtime
-    from convergence.services import running, stacks
+    from convergence.services import queries, running, stacks
     from convergence.settings import Settings
     from convergence.simcloud.client import SimControl
     from convergence.simcloud.serve import clouds_yaml
@@ -133,15 +134,24 @@ def main() -> None:
             time.sleep(1.2)  # the workers write their figures twice a second
             figures = {k: v - figures_before[k] for k, v in workers.figures().items()}
             journal = control.journal(mark)
-            creates = [e for e in journal if e.method == "POST" and
-                       e.path == "/compute/v2.1/servers" and e.status == 202]
-            last_active = max(e.at for e in creates) + args.build_seconds if creates else 0.0
+            # When each server became ACTIVE (Nova's launched_at) and when its resource was
+            # recorded CREATE_COMPLETE: how late the engine noticed.
+            active = _launched(clouds)
+            done = {e.physical_resource_id: e.created_at
+                    for e in queries.list_events(rt, "bench", stack.id)
+                    if e.resource_type == "OS::Nova::Server" and e.action == "CREATE"
+                    and e.status == "COMPLETE"}
+            lags = sorted(done[s] - t for s, t in active.items() if s in done)
+            last_active = max(active.values()) if active else 0.0
             wall = completed - started
             print(f"{n} servers with ports, build {args.build_seconds:g} s, {args.workers} "
                   f"workers x {args.concurrency}{', 429 storm' if args.storm else ''}: "
                   f"{stack.stack_status} in {wall:.1f} s")
             print(f"  last server ACTIVE at {last_active - started:.1f} s, stack complete at "
                   f"{wall:.1f} s: {completed - last_active:.1f} s after")
+            if lags:
+                print(f"  a server's ACTIVE to its CREATE_COMPLETE: median "
+                      f"{statistics.median(lags):.2f} s, max {lags[-1]:.2f} s")
             print(f"  workers: {cpu:.1f} s CPU, utilisation {cpu / (wall * args.workers):.0%}")
             print(f"  per server: {figures['sent'] / n:.2f} messages sent, "
                   f"{figures['executed'] / n:.2f} executed, "
@@ -165,6 +175,25 @@ def main() -> None:
                 workers.stop()
             cloud.terminate()
             cloud.wait(10)
+
+
+def _launched(clouds: Path) -> dict[str, float]:
+    """Each server's ``OS-SRV-USG:launched_at`` (when it became ACTIVE), by id."""
+    import datetime
+
+    import openstack
+    from openstack.config import loader
+
+    region = loader.OpenStackConfig(config_files=[str(clouds)], load_envvars=False) \
+        .get_one(cloud="simcloud")
+    conn = openstack.connection.Connection(config=region)
+    found = {}
+    for server in conn.compute.servers(details=True, limit=1000):
+        if server.launched_at:
+            moment = datetime.datetime.fromisoformat(str(server.launched_at))
+            found[str(server.id)] = moment.replace(tzinfo=datetime.UTC).timestamp()
+    conn.close()
+    return found
 
 
 def _json(doc: dict[str, Any]) -> str:

@@ -22,6 +22,8 @@ from convergence.ports.views import FAILED as FAILED_STATE
 from convergence.ports.views import TRAVERSAL_FAILED, StackView, TraversalView
 from convergence.ports.work import FINISH, NODES, PLAN, Work, batches, polls
 
+POLLS_PER_MESSAGE = 25
+
 
 def rolls_back(stack: StackView, trav: TraversalView) -> bool:
     """Whether a failure of this traversal rolls the stack back (as the stack asks)."""
@@ -84,7 +86,10 @@ class Accountant:
                     due.append((r.seq, r.changes[0].token, delay))
                 else:  # nothing of its record was touched: no token to check it by
                     follow.append(Work(NODES, trav.id, (r.seq,), delay))
-        follow.extend(polls(trav.id, due, ctx.batch_size))
+        # Polls share messages, but fewer to a message than a batch: a poll that finds its
+        # resource done reads it whole (a server: several calls), and a batch of them in one
+        # message would be read one after the other while other workers wait idle.
+        follow.extend(polls(trav.id, due, min(ctx.batch_size, POLLS_PER_MESSAGE)))
         finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
         done = [n.seq for n in finished_nodes]
         failed_nodes = tx.finish_nodes(trav.id, failed, FAILED_STATE)

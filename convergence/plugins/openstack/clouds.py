@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convergence.plugins.base import PluginHost, ResourceFailure
+from convergence.plugins.openstack import lookups
 from convergence.plugins.openstack.errors import translated
 
 CLOUDS = "clouds"  # the backend's name in ``PluginContext.backends``
@@ -78,6 +79,7 @@ class Clouds:
             if found is None:
                 with translated(f"connecting to cloud {config.cloud!r}"):
                     found = _connect(config)
+                setattr(found, lookups.ATTRIBUTE, lookups.Lookups())
                 self._connections[config.cloud] = found
             return found
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from openstack import exceptions as sdk_exceptions
 
 from convergence.plugins.base import PluginContext, ResourceFailure
+from convergence.plugins.openstack.lookups import cached
 from convergence.plugins.openstack.names import physical_name
 from convergence.plugins.openstack.neutron_net import (
     TAGS,
@@ -231,7 +232,8 @@ class Port(OpenStackResource):
             raise ResourceFailure("a port needs its network: give the property 'network'")
         body = self._fields(conn, ctx, props, set(self.schema.properties or {}),
                             updating=False)
-        body["network_id"] = resolve(conn.network.find_network, "network", ref)
+        body["network_id"] = cached(conn, ("network id", ref), lambda: resolve(
+            conn.network.find_network, "network", ref))
         with refused(f"creating port {ctx.resource_name}", *TAKEN):
             return conn.network.create_port(**body, tags=with_tags(ctx, props))
 
@@ -259,12 +261,18 @@ class Port(OpenStackResource):
         return {key: getattr(obj, ATTRIBUTE.get(key, key)) for key in OBSERVED}
 
     def attributes(self, conn: Any, obj: Any, props: Mapping[str, Any]) -> dict[str, Any]:
+        def subnet(subnet_id: str) -> Any:
+            return cached(conn, ("subnet", subnet_id),
+                          lambda: conn.network.find_subnet(subnet_id, ignore_missing=True))
+
         subnets = []
         for fixed in obj.fixed_ips or []:
-            found = conn.network.find_subnet(fixed["subnet_id"], ignore_missing=True)
+            found = subnet(fixed["subnet_id"])
             if found is not None:
                 subnets.append(found.to_dict(computed=False))
-        network = conn.network.find_network(obj.network_id, ignore_missing=True)
+        network = cached(conn, ("network", obj.network_id),
+                         lambda: conn.network.find_network(obj.network_id,
+                                                           ignore_missing=True))
         return {"admin_state_up": obj.is_admin_state_up, "device_id": obj.device_id,
                 "device_owner": obj.device_owner, "fixed_ips": list(obj.fixed_ips or []),
                 "mac_address": obj.mac_address, "name": obj.name,

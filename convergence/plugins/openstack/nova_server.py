@@ -36,6 +36,7 @@ from convergence.plugins.base import (
     ResourceFailure,
 )
 from convergence.plugins.openstack.errors import Absent, translated
+from convergence.plugins.openstack.lookups import cached
 from convergence.plugins.openstack.nova_server_attributes import attributes
 from convergence.plugins.openstack.nova_server_boot import boot_request
 from convergence.plugins.openstack.nova_server_networks import free_ports, remove_owned_ports
@@ -178,6 +179,26 @@ class Server(OpenStackResource):
             raise ResourceFailure(f"server {physical_id} no longer exists") from None
         return Progress.finished(physical_id, found)
 
+    def _building(self, ctx: PluginContext) -> frozenset[str]:
+        """The ids of the project's servers in BUILD, listed at most once a poll interval per
+        process (as plain JSON: no SDK objects to build for a status)."""
+        conn = self.connection(ctx)
+
+        def listing() -> frozenset[str]:
+            ids: set[str] = set()
+            with translated("listing the building servers"):
+                page = conn.compute.get("/servers/detail",
+                                        params={"status": "BUILD", "limit": 1000}).json()
+                while True:
+                    ids.update(str(s["id"]) for s in page.get("servers", []))
+                    nxt = [link["href"] for link in page.get("servers_links", [])
+                           if link.get("rel") == "next"]
+                    if not nxt:
+                        return frozenset(ids)
+                    page = conn.compute.get(nxt[0]).json()
+
+        return cached(conn, ("servers building",), listing, ttl=self.poll_delay)
+
     def poll(self, ctx: PluginContext, action: str, physical_id: str | None,
              props: Mapping[str, Any], state: Mapping[str, Any]) -> Progress:
         phase = state.get("phase")
@@ -187,6 +208,11 @@ class Server(OpenStackResource):
             return self._drive(ctx, physical_id, props, list(state.get("tasks") or []))
         if action == DELETE and phase == SNAPSHOT and physical_id is not None:
             return self._snapshotting(ctx, physical_id, props, str(state["image"]))
+        if action == CREATE and physical_id is not None and phase == BUILDING and \
+                physical_id in self._building(ctx):
+            # Still building, as one listing of the building servers says: a thousand
+            # servers building at once are polled by a call a second, not a thousand.
+            return Progress.pending(self.poll_delay, {"phase": BUILDING}, physical_id)
         progress = super().poll(ctx, action, physical_id, props, state)
         if action == DELETE and progress.done:
             self._remove_ports(ctx)

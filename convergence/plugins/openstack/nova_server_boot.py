@@ -35,6 +35,7 @@ from typing import Any
 from openstack import utils as sdk_utils
 
 from convergence.plugins.base import PluginContext, ResourceFailure
+from convergence.plugins.openstack.lookups import cached
 from convergence.plugins.openstack.names import physical_name
 from convergence.plugins.openstack.nova_server_networks import boot_networks
 from convergence.plugins.openstack.nova_server_schema import HEAT_CFNTOOLS, RAW
@@ -101,11 +102,13 @@ def user_data(props: Mapping[str, Any]) -> str | None:
 
 
 def image_id(conn: Any, ref: str) -> str:
-    return str(conn.image.find_image(ref, ignore_missing=False).id)
+    return str(cached(conn, ("image", ref),
+                      lambda: conn.image.find_image(ref, ignore_missing=False)).id)
 
 
 def flavor_of(conn: Any, ref: str) -> Any:
-    return conn.compute.find_flavor(ref, ignore_missing=False)
+    return cached(conn, ("flavor", ref),
+                  lambda: conn.compute.find_flavor(ref, ignore_missing=False))
 
 
 def _legacy(mapping: Mapping[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 from openstack import exceptions as sdk_exceptions
 
 from convergence.plugins.base import PluginContext, ResourceFailure
+from convergence.plugins.openstack.lookups import cached
 from convergence.plugins.openstack.nova_server_tags import older_version
 from convergence.plugins.openstack.resource import owner_tag
 
@@ -74,7 +75,9 @@ def resolve(conn: Any, entry: Mapping[str, Any]) -> Resolved:
         found = conn.network.find_subnet(entry["subnet"], ignore_missing=False)
         subnet, network = str(found.id), str(found.network_id)
     if entry.get("network"):
-        network = str(conn.network.find_network(entry["network"], ignore_missing=False).id)
+        ref = entry["network"]
+        network = str(cached(conn, ("network", ref), lambda: conn.network.find_network(
+            ref, ignore_missing=False)).id)
     return Resolved(port, network, subnet)
 
 
