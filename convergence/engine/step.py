@@ -138,7 +138,7 @@ class Stepper(ObservingSteps):
             self._faults[inp.record.id] = faults + 1
             return StepResult(inp.node.seq, RETRY,
                               [RecordChange(inp.record.id, inp.token, {})],
-                              delay=min(2.0 ** faults, 60.0),
+                              delay=min(2.0 ** min(faults, 16), 60.0),
                               reason=f"engine fault: {type(exc).__name__}: {exc}")
         self._faults.pop(inp.record.id, None)
         return self.fail(inp, inp.record, inp.token, inp.record.action if
@@ -365,7 +365,7 @@ class Stepper(ObservingSteps):
         """Try again later: as long as the cloud asked, doubling while it keeps refusing."""
         refused = self._refused.get(record.id, 0)
         self._refused[record.id] = refused + 1
-        delay = max(exc.delay, min(exc.delay * 2 ** refused, 60.0))
+        delay = max(exc.delay, min(exc.delay * 2 ** min(refused, 16), 60.0))
         return StepResult(inp.node.seq, RETRY, [RecordChange(record.id, token, {})],
                           delay=delay, reason=str(exc))
 
