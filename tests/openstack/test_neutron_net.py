@@ -57,3 +57,16 @@ def test_a_cidr_change_replaces_the_subnet(story: Story, cloud: Cloud) -> None:
     assert new != old
     assert cloud.sdk.network.find_subnet(old) is None
     assert cloud.sdk.network.get_subnet(new).cidr == "10.9.0.0/24"
+
+
+def test_a_subnet_on_a_network_that_does_not_exist_fails_saying_so(story: Story,
+                                                                   cloud: Cloud) -> None:
+    story.create(hot("""
+subnet:
+  type: OS::Neutron::Subnet
+  properties: {network: no-such-network, cidr: 10.70.0.0/24}
+"""), disable_rollback=True)
+    stack = story.finish()
+    assert stack.stack_status == "CREATE_FAILED"
+    assert "no-such-network" in stack.status_reason
+    assert "engine fault" not in stack.status_reason and "Absent" not in stack.status_reason

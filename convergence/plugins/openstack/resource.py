@@ -120,12 +120,15 @@ class OpenStackResource(PluginBase):
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
         conn = self.connection(ctx)
-        with translated(f"creating {self.noun} {ctx.resource_name}"):
-            # A record's first claim: no earlier attempt can have made anything to find.
-            obj = None if ctx.first_attempt else self.find(conn, ctx, props)
-            if obj is None:
-                ctx.check_lease()
-                obj = self.make(conn, ctx, props)
+        try:
+            with translated(f"creating {self.noun} {ctx.resource_name}"):
+                # A record's first claim: no earlier attempt can have made anything to find.
+                obj = None if ctx.first_attempt else self.find(conn, ctx, props)
+                if obj is None:
+                    ctx.check_lease()
+                    obj = self.make(conn, ctx, props)
+        except Absent as exc:  # something the create names is not there (a network...)
+            raise ResourceFailure(str(exc)) from None
         return self.progress(conn, obj, props, CREATE)
 
     def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
