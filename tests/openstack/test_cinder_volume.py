@@ -3,7 +3,6 @@ cloud, and volumes attached to servers."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from convergence.plugins.openstack.cinder_volume import Volume
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime
 from convergence.template.properties import with_defaults
+from tests.corpus.corpus import ROOT as CORPUS
 from tests.engine.harness import Story, hot
 from tests.openstack.conftest import Cloud
 
@@ -249,7 +249,7 @@ att:
     assert cloud.sdk.block_storage.get_volume(made.id).status == "available"
 
 
-TEMPLATES = Path("/work/shared/templates/heat-templates/hot")
+TEMPLATES = CORPUS / "heat-templates" / "hot"
 
 
 def test_heat_templates_vm_with_cinder(story: Story, cloud: Cloud) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from convergence.plugins.openstack.nova_server import Server
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime
 from convergence.template.properties import with_defaults
+from tests.corpus.corpus import ROOT as CORPUS
 from tests.engine.harness import Story, hot
 from tests.openstack.conftest import Cloud
 
@@ -387,7 +387,7 @@ def test_the_snapshot_deletion_policy_keeps_an_image_of_the_server(
     assert (image.status, image.instance_uuid) == ("active", server_id)
 
 
-TEMPLATES = Path("/work/shared/templates/heat-templates/hot")
+TEMPLATES = CORPUS / "heat-templates" / "hot"
 
 
 def test_heat_templates_servers_in_new_neutron_net(story: Story, cloud: Cloud) -> None:
