@@ -32,3 +32,12 @@ class InvalidParameter(ConvergenceError):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(message)
         self.parameter = parameter
+
+
+class CloudRefused(ConvergenceError):
+    """The cloud refused what a request needs of it before anything is stored (the trust
+    that lets the engine work for the caller): ``retryable``, it may answer later."""
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable

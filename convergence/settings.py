@@ -81,6 +81,9 @@ class Settings:
     tokens_file: str | None = None
     keystone_url: str | None = None
     keystone_service_token: str | None = field(default=None, repr=False)  # a secret
+    # The clouds (``clouds.yaml`` entries) any API caller may put a stack in besides the
+    # engine's own; an admin may name any. The CLI's embedded mode is the operator's: any.
+    stack_clouds: tuple[str, ...] = ()
     # Notification webhooks (convergence.services.webhooks): first retry after this many seconds,
     # doubling each time, and how many attempts before giving up.
     webhook_backoff_seconds: float = 1.0
@@ -160,6 +163,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tokens_file=get("TOKENS_FILE"),
         keystone_url=get("KEYSTONE_URL"),
         keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),
+        stack_clouds=tuple(c.strip() for c in (get("STACK_CLOUDS") or "").split(",")
+                           if c.strip()),
         webhook_backoff_seconds=float(get("WEBHOOK_BACKOFF_SECONDS") or 1.0),
         webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
         heartbeat_seconds=float(get("HEARTBEAT_SECONDS") or 5.0),

@@ -56,6 +56,8 @@ class Identity:
     project: str
     roles: frozenset[str] = frozenset()
     user: str | None = None
+    # The roles' Keystone ids (keystone mode): what a trust to the engine delegates.
+    role_ids: tuple[str, ...] = ()
 
     @property
     def is_admin(self) -> bool:
@@ -254,7 +256,8 @@ def identity_from_keystone(body: Mapping[str, Any]) -> Identity:
     user = token.get("user") or {}
     return Identity(project=str(project.get("id") or ""),
                     roles=frozenset(str(r["name"]).lower() for r in roles if r.get("name")),
-                    user=str(user["id"]) if user.get("id") else None)
+                    user=str(user["id"]) if user.get("id") else None,
+                    role_ids=tuple(str(r["id"]) for r in roles if r.get("id")))
 
 
 def build_authenticator(settings: Settings) -> Authenticator:

@@ -16,7 +16,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from convergence.errors import Conflict, InvalidParameter, NotFound, PreconditionFailed
+from convergence.errors import (
+    CloudRefused,
+    Conflict,
+    InvalidParameter,
+    NotFound,
+    PreconditionFailed,
+)
 from convergence.template import TemplateError
 from convergence.template.errors import SYNTAX
 
@@ -106,6 +112,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InvalidParameter)
     async def _invalid_parameter(_: Request, exc: InvalidParameter) -> JSONResponse:
         return error_response(400, "HTTPBadRequest", str(exc))
+
+    @app.exception_handler(CloudRefused)
+    async def _cloud_refused(_: Request, exc: CloudRefused) -> JSONResponse:
+        if exc.retryable:
+            return error_response(503, "ServiceUnavailable", str(exc), {"Retry-After": "5"})
+        return error_response(403, "Forbidden", str(exc))
 
     @app.exception_handler(PreconditionFailed)
     async def _precondition(_: Request, exc: PreconditionFailed) -> JSONResponse:

@@ -100,7 +100,7 @@ class StackClient(Protocol):
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
                      timeout_mins: int | None, disable_rollback: bool,
-                     observe: bool = False) -> Request: ...
+                     observe: bool = False, cloud: str | None = None) -> Request: ...
 
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,

@@ -30,6 +30,7 @@ from convergence.cli.listing import EventListing, ResourceListing, page_resource
 from convergence.cli.progress import View, run_to_end, settle, settled
 from convergence.errors import InvalidParameter, NotFound
 from convergence.plugins import type_schemas
+from convergence.plugins.base import CloudScope
 from convergence.ports.pages import EventQuery, sorts_by_type
 from convergence.ports.views import EventView, RecordView, StackView, TemplateContent
 from convergence.services import (
@@ -146,11 +147,12 @@ class LocalClient:
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
                      timeout_mins: int | None, disable_rollback: bool,
-                     observe: bool = False) -> Request:
+                     observe: bool = False, cloud: str | None = None) -> Request:
         return Request(stacks.create_stack(
             self._rt, self._tenant, name, text, files=files, environments=environments,
             parameters=parameters, timeout_mins=timeout_mins,
-            disable_rollback=disable_rollback, observe=observe))
+            disable_rollback=disable_rollback, observe=observe,
+            scope=CloudScope(cloud=cloud)))
 
     def update_stack(self, name: str, text: str | None, *, files: Mapping[str, str] | None,
                      environments: Sequence[Any], parameters: Mapping[str, Any] | None,

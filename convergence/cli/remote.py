@@ -145,11 +145,13 @@ class RemoteClient:
     def create_stack(self, name: str, text: str, *, files: Mapping[str, str],
                      environments: Sequence[Any], parameters: Mapping[str, Any],
                      timeout_mins: int | None, disable_rollback: bool,
-                     observe: bool = False) -> Request:
+                     observe: bool = False, cloud: str | None = None) -> Request:
         body = self._body(text, files, environments, parameters)
         body.update(stack_name=name, disable_rollback=disable_rollback)
         if observe:
             body["observe"] = True
+        if cloud is not None:
+            body["cloud"] = cloud
         if timeout_mins is not None:
             body["timeout_mins"] = timeout_mins
         data = self._json("POST", "/stacks", json=body)

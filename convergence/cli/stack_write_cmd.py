@@ -84,6 +84,9 @@ def _parameters(params: tuple[str, ...], param_files: tuple[str, ...],
 @click.option("--observe", is_flag=True,
               help="Opt in to the observer: the stack is looked at now and then, and what "
                    "vanished or broke in the cloud is repaired (CONVERGENCE_OBSERVE_SECONDS).")
+@click.option("--os-cloud", "cloud", metavar="NAME", default=None,
+              help="Put the stack's resources in this cloud (a clouds.yaml entry) rather "
+                   "than the engine's own; kept for the stack's life.")
 @_dry_run_option("created")
 @_wait_option
 @out.format_option
@@ -92,7 +95,7 @@ def _parameters(params: tuple[str, ...], param_files: tuple[str, ...],
 def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ...],
            params: tuple[str, ...], param_files: tuple[str, ...], files_dir: Path | None,
            timeout_mins: int | None, enable_rollback: bool, disable_rollback: bool,
-           observe: bool, dry_run: bool, wait: bool, fmt: str) -> None:
+           observe: bool, cloud: str | None, dry_run: bool, wait: bool, fmt: str) -> None:
     """Create stack NAME from a template; a failed create is rolled back unless told not to.
     With --dry-run, show the stack and resources it would make, and make nothing."""
     if enable_rollback and disable_rollback:
@@ -109,7 +112,8 @@ def create(state: CliState, name: str, template: Path, env_files: tuple[Path, ..
         return
     request = client.create_stack(
         name, text, files=files, environments=envs, parameters=parameters,
-        timeout_mins=timeout_mins, disable_rollback=disable_rollback, observe=observe)
+        timeout_mins=timeout_mins, disable_rollback=disable_rollback, observe=observe,
+        cloud=cloud)
     finish_request(client, request, wait, fmt)
 
 

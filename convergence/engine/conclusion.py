@@ -12,8 +12,10 @@ generation, or, for a failure the stack wants rolled back, starts the rollback
 
 from __future__ import annotations
 
+import logging
+
 from convergence.engine.accounting import roll_back, rolls_back
-from convergence.engine.context import EngineContext
+from convergence.engine.context import EngineContext, scope_of
 from convergence.engine.stackdata import RecordData
 from convergence.engine.traversals import stack_event
 from convergence.ports.store import Tx
@@ -27,6 +29,8 @@ from convergence.ports.views import (
 )
 from convergence.ports.work import FINISH, PLAN, Work, batches
 from convergence.template import StackIdentity, TemplateError, UnknownValue
+
+log = logging.getLogger(__name__)
 
 
 class Concluder:
@@ -55,8 +59,20 @@ class Concluder:
                 follow = roll_back(tx, stack, trav, trav.failure)
             else:
                 self._conclude(tx, stack, trav, ok)
+            gone = ok and trav.action == "DELETE"
+        if gone and stack.trust_id is not None:
+            self._release(stack)
         self.ctx.tell_observers()
         return follow
+
+    def _release(self, stack: StackView) -> None:
+        """A deleted stack's trust is deleted (best effort: a cloud that refuses now keeps a
+        trust that can do nothing of this stack's any more)."""
+        try:
+            self.ctx.registry.release(scope_of(stack))
+        except Exception:
+            log.warning("the trust of deleted stack %s was not deleted", stack.id,
+                        exc_info=True)
 
     def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> None:
         status = "COMPLETE" if ok else "FAILED"

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from convergence.engine.definitions import DefinitionCache
 from convergence.engine.deletion import definition_policy
 from convergence.engine.leases import LeaseKeeper
+from convergence.plugins.base import DEFAULT_SCOPE, CloudScope
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.store import Store, Tx
-from convergence.ports.views import TemplateContent, TraversalView
+from convergence.ports.views import StackView, TemplateContent, TraversalView
 from convergence.template import StackDefinition
 
 
@@ -122,3 +123,10 @@ class EngineContext:
         """After a transaction that recorded events committed: every observer, in order."""
         for observer in list(self.observers):
             observer()
+
+
+def scope_of(stack: StackView | None) -> CloudScope:
+    """The cloud and credentials a stack's resources are reached with."""
+    if stack is None or (stack.cloud is None and stack.trust_id is None):
+        return DEFAULT_SCOPE
+    return CloudScope(cloud=stack.cloud, trust_id=stack.trust_id)

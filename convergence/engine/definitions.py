@@ -22,12 +22,19 @@ from convergence.template import (
     parse_environment,
     validate_stack,
 )
+from convergence.template.common_constraints import COMMON_CONSTRAINTS
+from convergence.template.constraints import CustomConstraints
 from convergence.template.source import Limits
 
 
 def build_definition(content: TemplateContent, catalog: TypeCatalog,
-                     limits: Limits | None = None) -> StackDefinition:
-    """Validate stored content into a definition (raises TemplateError if it is invalid)."""
+                     limits: Limits | None = None,
+                     custom_constraints: CustomConstraints = COMMON_CONSTRAINTS,
+                     ) -> StackDefinition:
+    """Validate stored content into a definition (raises TemplateError if it is invalid).
+
+    ``custom_constraints``: the use cases pass the cloud's when they accept a request; the
+    engine rebuilding an accepted template checks only the common ones (no cloud call)."""
     problems = Problems()
     envs = [parse_environment(doc, f"environment[{i}]", problems)
             for i, doc in enumerate(content.environments)]
@@ -35,7 +42,7 @@ def build_definition(content: TemplateContent, catalog: TypeCatalog,
     limits = limits or Limits(max_bytes=max(len(content.text.encode()) + 1, 1024 * 1024))
     return validate_stack(content.text, catalog=catalog, environments=envs,
                           parameters=dict(content.parameters), files=dict(content.files),
-                          limits=limits)
+                          limits=limits, custom_constraints=custom_constraints)
 
 
 class DefinitionCache:

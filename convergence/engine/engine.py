@@ -29,7 +29,7 @@ from convergence.engine.accounting import Accountant
 from convergence.engine.batch import BatchRunner
 from convergence.engine.claim import Claimer
 from convergence.engine.conclusion import Concluder
-from convergence.engine.context import EngineContext, EngineStats, owner_key
+from convergence.engine.context import EngineContext, EngineStats, owner_key, scope_of
 from convergence.engine.definitions import DefinitionCache
 from convergence.engine.deletion import record_policy
 from convergence.engine.leases import LeaseKeeper
@@ -161,14 +161,16 @@ class Engine:
         return PluginContext(owner=owner_key(stack.id, record.id), stack_id=stack.id,
                              stack_name=stack.name, resource_name=record.name,
                              now=self.ctx.store.clock, backends=self.ctx.registry.backends,
-                             lease_good=lease_good, first_attempt=token == 1)
+                             lease_good=lease_good, first_attempt=token == 1,
+                             scope=scope_of(stack))
 
     def _deletion_policy(self, record: RecordView) -> str | None:
         """The deletion policy of what a record made; None: it cannot be told (see
         :func:`convergence.engine.deletion.record_policy`)."""
         return record_policy(record, self.ctx.definitions.get, self.ctx.load_template)
 
-    def discard(self, orphan: Orphan, stack_name: str, lease_good: Callable[[], bool]) -> bool:
+    def discard(self, orphan: Orphan, stack: StackView | None,
+                lease_good: Callable[[], bool]) -> bool:
         """Have the orphan's plugin remove it (raises what the plugin raises); False if no
         plugin of its type is known here. Called by :mod:`convergence.engine.orphans`."""
         plugin = self._plugin(orphan.type)
@@ -176,8 +178,9 @@ class Engine:
             return False
         plugin.discard(PluginContext(
             owner=owner_key(orphan.stack_id, orphan.record_id), stack_id=orphan.stack_id,
-            stack_name=stack_name, resource_name=orphan.name, now=self.ctx.store.clock,
-            backends=self.ctx.registry.backends, lease_good=lease_good), orphan.physical_id)
+            stack_name=stack.name if stack is not None else "", resource_name=orphan.name,
+            now=self.ctx.store.clock, backends=self.ctx.registry.backends,
+            lease_good=lease_good, scope=scope_of(stack)), orphan.physical_id)
         return True
 
     # work -----------------------------------------------------------------------------------
@@ -214,3 +217,4 @@ class Engine:
     def resume(self, traversal_id: str) -> list[Work]:
         """Work that re-drives a traversal from the database (after a crash or a Ctrl-C)."""
         return self.concluder.resume(traversal_id)
+

@@ -58,8 +58,7 @@ def _reap(engine: Engine, orphan: Orphan, holder: str) -> str:
         if claimed.held:
             leases.add(holder, [orphan.record_id])
         try:
-            known = engine.discard(orphan, stack.name if stack is not None else "",
-                                   lambda: leases.good(holder))
+            known = engine.discard(orphan, stack, lambda: leases.good(holder))
         except Exception as exc:
             _give_back(engine, orphan, claimed, holder)
             level = logging.INFO if isinstance(exc, RetryLater) else logging.WARNING

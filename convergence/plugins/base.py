@@ -110,6 +110,33 @@ class Observation:
 
 
 @dataclass(frozen=True, slots=True)
+class CloudScope:
+    """Whose cloud a stack's resources live in: ``cloud`` names a ``clouds.yaml`` entry (None:
+    the cloud the process is configured with) and ``trust_id`` a Keystone trust the caller
+    gave the engine (None: the cloud's own credentials), so that work outliving the caller's
+    token is done in the caller's project. Neither is a secret: a trust is of use only with
+    the engine's own credentials."""
+
+    cloud: str | None = None
+    trust_id: str | None = None
+
+
+DEFAULT_SCOPE = CloudScope()
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    """A caller Keystone authenticated, handing its work to the engine: its token (a secret:
+    never shown, logged or kept), project, user and roles (ids). A cloud backend turns it
+    into a trust (``CloudScope.trust_id``) that outlives the token."""
+
+    token: str = field(repr=False)
+    project_id: str
+    user_id: str
+    role_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PluginHost:
     """What the runtime hands every plugin to build its backends with.
 
@@ -131,6 +158,10 @@ class PluginHost:
 # every plugin. The registry builds each once per runtime (``PluginRegistry.bind``) and the
 # engine hands them to every call in ``PluginContext.backends``, knowing none of them.
 BackendFactory = Callable[[PluginHost], object | None]
+# A custom constraint a plugin knows (``ResourcePlugin.constraints``): given the runtime's
+# backends, the stack's cloud and a value, an error message, or None when the value is fine.
+# Checked when a template is accepted, never by the engine's steps.
+ConstraintCheck = Callable[[Mapping[str, Any], CloudScope, Any], str | None]
 NO_BACKENDS: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -152,6 +183,8 @@ class PluginContext:
     # No step ever acted on this record before (its first claim): an interrupted attempt
     # cannot have made anything, so a create need not look for what one made.
     first_attempt: bool = False
+    # The stack's cloud and credentials (see ``CloudScope``).
+    scope: CloudScope = DEFAULT_SCOPE
 
     def check_lease(self) -> None:
         """Raise :class:`RetryLater` if the lease is gone (call right before a change)."""

@@ -20,7 +20,16 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from convergence.plugins.base import BackendFactory, PluginHost
+from convergence.plugins.base import (
+    DEFAULT_SCOPE,
+    BackendFactory,
+    CloudScope,
+    ConstraintCheck,
+    Delegation,
+    PluginHost,
+)
+from convergence.template.common_constraints import COMMON_CONSTRAINTS, Layered
+from convergence.template.constraints import CustomConstraints
 from convergence.template.properties import TypeSchema
 
 GROUP = "convergence.resources"
@@ -67,6 +76,43 @@ class PluginRegistry:
                 bound.backends[name] = backend
         return bound
 
+    def custom_constraints(self, scope: CloudScope = DEFAULT_SCOPE) -> CustomConstraints:
+        """The custom constraints validation checks a template with: the common ones
+        (addresses, DNS names...) and those the plugins know (``nova.flavor``...), checked
+        against the cloud of ``scope`` through this registry's backends. Each value is checked
+        once per object returned (make one per validation)."""
+        checks: dict[str, ConstraintCheck] = {}
+        for _, plugin in sorted(self._plugins.items()):
+            checks.update(getattr(plugin, "constraints", {}))
+        return Layered(COMMON_CONSTRAINTS, _PluginConstraints(checks, self.backends, scope))
+
+    def delegate(self, scope: CloudScope, caller: Delegation) -> CloudScope:
+        """``scope`` with the trust the cloud backend made for ``caller`` (the cloud's
+        refusal raises, as the backend translates it); unchanged without such a backend."""
+        for backend in self.backends.values():
+            delegate = getattr(backend, "delegate", None)
+            if delegate is not None:
+                return delegate(scope, caller)  # type: ignore[no-any-return]
+        return scope
+
+    def release(self, scope: CloudScope) -> None:
+        """Give back what :meth:`delegate` made (the trust), once the stack is gone."""
+        if scope.trust_id is None:
+            return
+        for backend in self.backends.values():
+            release = getattr(backend, "release", None)
+            if release is not None:
+                release(scope)
+
+    def scope_problem(self, scope: CloudScope) -> str | None:
+        """Why a stack could not use ``scope`` (a cloud no backend knows), or None."""
+        for backend in self.backends.values():
+            problem = getattr(backend, "scope_problem", None)
+            found = problem(scope) if problem is not None else None
+            if found:
+                return str(found)
+        return None
+
     def lookup(self, type_name: str) -> TypeSchema | None:
         plugin = self._plugins.get(type_name)
         return plugin.schema if plugin is not None else None
@@ -79,3 +125,27 @@ class PluginRegistry:
 
     def __contains__(self, type_name: object) -> bool:
         return type_name in self._plugins
+
+
+class _PluginConstraints:
+    """The plugins' constraint checks bound to backends and a stack's cloud, each value
+    checked once."""
+
+    __slots__ = ("_backends", "_checks", "_scope", "_seen")
+
+    def __init__(self, checks: Mapping[str, ConstraintCheck], backends: Mapping[str, Any],
+                 scope: CloudScope) -> None:
+        self._checks, self._backends, self._scope = checks, backends, scope
+        self._seen: dict[tuple[str, str], str | None] = {}
+
+    def check(self, name: str, value: Any) -> str | None:
+        check = self._checks.get(name)
+        if check is None:
+            return None
+        key = (name, repr(value))
+        if key not in self._seen:
+            self._seen[key] = check(self._backends, self._scope, value)
+        return self._seen[key]
+
+    def known(self, name: str) -> bool:
+        return name in self._checks

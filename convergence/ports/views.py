@@ -63,6 +63,10 @@ class StackView:
     deleted_at: float | None
     # Opted in to the observer, which looks at its resources now and then.
     observe: bool = False
+    # The cloud its resources live in (a ``clouds.yaml`` entry; None: the engine's own) and
+    # the Keystone trust its caller gave the engine (None: the cloud's own credentials).
+    cloud: str | None = None
+    trust_id: str | None = None
 
     @property
     def stack_status(self) -> str:

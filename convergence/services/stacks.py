@@ -16,8 +16,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from convergence.engine.context import scope_of
 from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
-from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.errors import CloudRefused, Conflict, NotFound, PreconditionFailed
+from convergence.plugins.base import (
+    DEFAULT_SCOPE,
+    CloudScope,
+    Delegation,
+    ResourceFailure,
+    RetryLater,
+)
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, RecordView, StackView, TemplateContent
 from convergence.ports.work import PLAN, Work
@@ -26,6 +34,7 @@ from convergence.services.heat_shapes import current_records, export_blob
 from convergence.services.queries import locked_stack, stack_or_404
 from convergence.services.templates import (
     accept,
+    check_scope,
     put_template,
     requested_content,
     template_content,
@@ -68,16 +77,25 @@ def _start(rt: Runtime, traversal_id: str) -> None:
 def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] = (),
                  parameters: Mapping[str, Any] | None = None, timeout_mins: int | None = None,
-                 disable_rollback: bool = False, observe: bool = False) -> StackView:
+                 disable_rollback: bool = False, observe: bool = False,
+                 scope: CloudScope = DEFAULT_SCOPE,
+                 caller: Delegation | None = None) -> StackView:
     """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning.
 
     Unless ``disable_rollback``, a failed create is rolled back (everything it made deleted).
     ``observe``: the stack opts in to the observer (``convergence.engine.observer``).
+    ``scope``: the cloud its resources live in (kept for the stack's life; its custom
+    constraints are checked against that cloud). ``caller``: a caller Keystone authenticated:
+    the engine works in the caller's project through a trust the caller gives it now
+    (``CloudRefused`` if the cloud will not make it), deleted with the stack.
     A name Heat would refuse is refused (TemplateError), as input over the size limits is.
     """
     check_stack_name(name)
+    check_scope(rt, scope)
     content = template_content(template, files, environments, parameters)
-    accept(rt, content)
+    accept(rt, content, scope)
+    if caller is not None:
+        scope = delegated(rt, scope, caller)
     stack_id = str(uuid.uuid4())
 
     def accepted(tx: Tx) -> tuple[StackView, str]:
@@ -88,16 +106,36 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
         # names refuses the second (Conflict), whichever commits first.
         tx.insert_stack(stack_id, tenant, name, timeout_mins=timeout_mins,
                         disable_rollback=disable_rollback)
-        if observe:
-            tx.update_stack(stack_id, observe=True)
+        extra: dict[str, Any] = {"observe": True} if observe else {}
+        if scope.cloud is not None or scope.trust_id is not None:
+            extra.update(cloud=scope.cloud, trust_id=scope.trust_id)
+        if extra:
+            tx.update_stack(stack_id, **extra)
         stack = tx.stack(stack_id)
         assert stack is not None
         traversal_id = begin_traversal(tx, stack, "CREATE", tid)
         return stack_or_404(tx, tenant, stack_id), traversal_id
 
-    stack, traversal_id = rt.store.transact(accepted)
+    try:
+        stack, traversal_id = rt.store.transact(accepted)
+    except BaseException:
+        if scope.trust_id is not None:  # nothing refers to the trust made for it
+            rt.registry.release(scope)
+        raise
     _start(rt, traversal_id)
     return stack
+
+
+def delegated(rt: Runtime, scope: CloudScope, caller: Delegation) -> CloudScope:
+    """``scope`` with the trust ``caller`` gives the engine (see :func:`create_stack`)."""
+    try:
+        return rt.registry.delegate(scope, caller)
+    except RetryLater as exc:
+        raise CloudRefused(f"The identity service cannot make the engine's trust now: {exc}",
+                           retryable=True) from None
+    except ResourceFailure as exc:
+        raise CloudRefused(f"The identity service refused the engine's trust: {exc}") \
+            from None
 
 
 def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None = None, *,
@@ -128,7 +166,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
     def requested(current: TemplateContent | None) -> TemplateContent:
         content = requested_content(current, template, files, environments, parameters,
                                     existing=existing, clear_parameters=clear_parameters)
-        accept(rt, content)
+        accept(rt, content, scope_of(stack))
         return content
 
     with rt.store.read() as tx:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from convergence.engine.definitions import build_definition
+from convergence.plugins.base import DEFAULT_SCOPE, CloudScope
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.store import Tx
 from convergence.ports.views import TemplateContent, template_id
@@ -28,6 +29,7 @@ from convergence.template import (
     parse_environment,
     validate_stack,
 )
+from convergence.template.common_constraints import COMMON_CONSTRAINTS
 
 if TYPE_CHECKING:
     from convergence.services.context import Runtime
@@ -58,19 +60,26 @@ def validate_template(
     parameters: Mapping[str, Any] | None = None,
     catalog: TypeCatalog | None = None,
     sizes: SizeLimits | None = None,
+    scope: CloudScope = DEFAULT_SCOPE,
 ) -> dict[str, Any]:
     """Validate a template as Heat's ``template validate`` does; return Heat's answer shape.
 
     Raises TemplateError with the problems of the environments and the template together;
-    input over ``sizes`` (default: the default settings' limits) is refused unparsed.
+    input over ``sizes`` (default: the default settings' limits) is refused unparsed. With a
+    registry bound to a runtime for ``catalog``, custom constraints (``nova.flavor``...) are
+    checked against the cloud of ``scope``.
     """
     sizes = sizes or SizeLimits()
     check_sizes(template, files, environments, parameters, sizes)
     problems = Problems()
     envs = load_environments(environments, problems=problems)
+    catalog = catalog or default_catalog()
+    custom = catalog.custom_constraints(scope) if isinstance(catalog, PluginRegistry) \
+        else COMMON_CONSTRAINTS
     try:
-        stack = validate_stack(template, catalog=catalog or default_catalog(), files=files,
+        stack = validate_stack(template, catalog=catalog, files=files,
                                location=location, environments=envs, parameters=parameters,
+                               custom_constraints=custom,
                                limits=dataclasses.replace(DEFAULT_LIMITS,
                                                           max_bytes=sizes.document))
     except TemplateError as exc:
@@ -121,12 +130,25 @@ def requested_content(current: TemplateContent | None, template: str | None,
     return template_content(template, files, environments or (), parameters)
 
 
-def accept(rt: Runtime, content: TemplateContent) -> None:
+def check_scope(rt: Runtime, scope: CloudScope) -> None:
+    """Refuse (TemplateError naming ``cloud``) a stack cloud this engine is not configured
+    with."""
+    problem = rt.registry.scope_problem(scope)
+    if problem:
+        problems = Problems()
+        problems.add(("cloud",), problem, "cloud")
+        problems.raise_if_any()
+
+
+def accept(rt: Runtime, content: TemplateContent, scope: CloudScope = DEFAULT_SCOPE) -> None:
     """Refuse invalid input before anything is stored (raises TemplateError), input over the
-    size limits unparsed; the engine of this process (embedded: the one that plans it) keeps
-    what was built."""
+    size limits unparsed, and values the stack's cloud (``scope``) does not have where a
+    custom constraint names what they must be (a flavor, an image, a network...). The engine
+    of this process (embedded: the one that plans it) keeps what was built."""
     check_content(content, rt.settings)
-    rt.engine.definitions.put(template_id(content), build_definition(content, rt.registry))
+    definition = build_definition(content, rt.registry,
+                                  custom_constraints=rt.registry.custom_constraints(scope))
+    rt.engine.definitions.put(template_id(content), definition)
 
 
 def put_template(rt: Runtime, tx: Tx, content: TemplateContent) -> str:

@@ -35,6 +35,7 @@ from convergence.simcloud import (
     server_meta,
     server_routes,
     servers,
+    trusts,
     volume,
     volume_common,
 )
@@ -77,6 +78,7 @@ def create_app(cloud: SimCloud) -> FastAPI:
     app.include_router(control.router)
     app.add_api_route("/", identity.versions, methods=["GET"])
     app.include_router(identity.router, prefix=PREFIXES["identity"])
+    app.include_router(trusts.router, prefix=PREFIXES["identity"])
     app.add_api_route("/compute", compute.versions, methods=["GET"])
     app.add_api_route("/compute/", compute.versions, methods=["GET"])
     app.include_router(compute.router, prefix=PREFIXES["compute"])

@@ -1,4 +1,5 @@
-"""Keystone v3: the version document, tokens (password, token, application credential),
+"""Keystone v3: the version document, tokens (password, token, application credential;
+scoped to a project or by a trust, ``convergence.simcloud.trusts``),
 their validation and revocation, and the projects a token may see.
 
 Callers: ``convergence.simcloud.app`` mounts :data:`router` at ``/v3`` and serves
@@ -28,6 +29,7 @@ from convergence.simcloud.context import (
     unauthorized,
 )
 from convergence.simcloud.state import SimCloud
+from convergence.simcloud.trusts import trust_body, trust_scope
 
 router = APIRouter()
 MEDIA = [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}]
@@ -86,6 +88,7 @@ def _authenticate(cloud: SimCloud, identity: dict[str, Any]) -> dict[str, Any]:
                 "project_id": token.get("project_id"),
                 "role_ids": token["role_ids"],
                 "application_credential_id": token.get("application_credential_id"),
+                "trust_id": token.get("trust_id"),
                 "audit_chain": token["audit_ids"][:1]}
     if "application_credential" in methods:
         ref = identity.get("application_credential") or {}
@@ -145,6 +148,9 @@ def token_body(cloud: SimCloud, token: dict[str, Any], base: str) -> dict[str, A
         body["roles"] = [{"id": r, "name": cloud.table("roles")[r]["name"]}
                          for r in token["role_ids"] if r in cloud.table("roles")]
         body["catalog"] = catalog(base, project["id"], cloud.options.region)
+    trust = trust_body(cloud, token["trust_id"]) if token.get("trust_id") else None
+    if trust is not None:
+        body["OS-TRUST:trust"] = trust
     cred_id = token.get("application_credential_id")
     if cred_id and cred_id in cloud.table("application_credentials"):
         cred = cloud.table("application_credentials")[cred_id]
@@ -159,7 +165,13 @@ def issue(cloud: SimCloud, auth: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     user = cloud.table("users")[found["user_id"]]
     if not user["enabled"]:
         raise unauthorized()
-    project_id = _scope(cloud, auth.get("scope"), found, user)
+    scope = auth.get("scope")
+    if isinstance(scope, dict) and "OS-TRUST:trust" in scope:
+        trusted = trust_scope(cloud, (scope["OS-TRUST:trust"] or {}).get("id"), user["id"])
+        found = {**found, **trusted}
+        user = cloud.table("users")[trusted["user_id"]]
+        scope = None
+    project_id = _scope(cloud, scope, found, user)
     if found.get("role_ids") is not None and project_id == found.get("project_id"):
         role_ids = list(found["role_ids"])
     else:
@@ -171,6 +183,7 @@ def issue(cloud: SimCloud, auth: dict[str, Any]) -> tuple[str, dict[str, Any]]:
               "methods": found["methods"], "issued_at": now,
               "expires_at": now + cloud.options.token_lifetime,
               "application_credential_id": found.get("application_credential_id"),
+              "trust_id": found.get("trust_id"),
               "audit_ids": [secrets.token_urlsafe(16), *found.get("audit_chain", [])]}
     cloud.table("tokens")[token_id] = record
     return token_id, record

@@ -36,6 +36,7 @@ from convergence.simcloud.seed import (
 Record = dict[str, Any]
 VOLUME_SECONDS = {"create": 1.0, "attach": 0.5, "detach": 0.5, "delete": 0.5, "snapshot": 1.0}
 TABLES = ("domains", "users", "projects", "roles", "assignments", "application_credentials",
+          "trusts",
           "tokens", "objects", "fault_rules")
 
 

@@ -98,6 +98,10 @@ class StackRow(Base):
     # Opted in to the observer (``convergence.engine.observer``), and when it last looked.
     observe: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     observed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The stack's cloud: a ``clouds.yaml`` entry (None: the engine's own), and the Keystone
+    # trust its caller gave the engine (None: the cloud's own credentials are used).
+    cloud: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    trust_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     __table_args__ = (
         Index("ix_stacks_tenant_name", "tenant", "name"),

@@ -70,6 +70,7 @@ def stack_view(row: Any) -> StackView:
         outputs=row.outputs or {}, timeout_mins=row.timeout_mins,
         disable_rollback=row.disable_rollback, created_at=row.created_at,
         updated_at=row.updated_at, deleted_at=row.deleted_at, observe=bool(row.observe),
+        cloud=row.cloud, trust_id=row.trust_id,
     )
 
 

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from convergence.template.constraints import NO_CUSTOM_CONSTRAINTS, CustomConstraints
+from convergence.template.common_constraints import COMMON_CONSTRAINTS
+from convergence.template.constraints import CustomConstraints
 from convergence.template.dependencies import (
     condition_allows,
     find_cycles,
@@ -83,7 +84,7 @@ def validate_stack(
     parameters: Mapping[str, Any] | None = None,
     files: Mapping[str, str] | None = None,
     location: str | None = None,
-    custom_constraints: CustomConstraints = NO_CUSTOM_CONSTRAINTS,
+    custom_constraints: CustomConstraints = COMMON_CONSTRAINTS,
     identity: StackIdentity | None = None,
     limits: Limits = DEFAULT_LIMITS,
 ) -> StackDefinition:

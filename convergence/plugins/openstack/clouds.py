@@ -19,14 +19,25 @@ worker thread never sleeps inside the SDK.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from convergence.plugins.base import PluginHost, ResourceFailure
+from openstack import exceptions as sdk_exceptions
+
+from convergence.plugins.base import (
+    CloudScope,
+    Delegation,
+    PluginHost,
+    ResourceFailure,
+    RetryLater,
+)
 from convergence.plugins.openstack import lookups
-from convergence.plugins.openstack.errors import translated
+from convergence.plugins.openstack.errors import Absent, translated
+
+log = logging.getLogger(__name__)
 
 CLOUDS = "clouds"  # the backend's name in ``PluginContext.backends``
 ENVVARS = "envvars"  # openstacksdk's name of the cloud the ``OS_*`` variables describe
@@ -65,23 +76,77 @@ class Clouds:
                  fallback: Callable[[], Mapping[str, str]] | None = None) -> None:
         self.default = default
         self._fallback = fallback
-        self._connections: dict[str, Any] = {}
+        self._connections: dict[tuple[str, str | None], Any] = {}
         self._lock = threading.Lock()
 
-    def connection(self, cloud: str | None = None) -> Any:
-        """The connection to ``cloud`` (a ``clouds.yaml`` entry; None: the default cloud)."""
+    def connection(self, scope: CloudScope | str | None = None) -> Any:
+        """The connection to a stack's cloud (``scope``; a ``clouds.yaml`` entry's name, or
+        None: the default cloud with its own credentials). One per cloud and trust."""
+        if not isinstance(scope, CloudScope):
+            scope = CloudScope(cloud=scope)
         with self._lock:
             if self.default is None and self._fallback is not None:
                 self.default = CloudConfig.from_environ(self._fallback())
                 self._fallback = None
-            config = self._config(cloud)
-            found = self._connections.get(config.cloud)
+            config = self._config(scope.cloud)
+            key = (config.cloud, scope.trust_id)
+            found = self._connections.get(key)
             if found is None:
                 with translated(f"connecting to cloud {config.cloud!r}"):
-                    found = _connect(config)
+                    found = _connect(config, scope.trust_id)
                 setattr(found, lookups.ATTRIBUTE, lookups.Lookups())
-                self._connections[config.cloud] = found
+                self._connections[key] = found
             return found
+
+    def delegate(self, scope: CloudScope, caller: Delegation) -> CloudScope:
+        """A Keystone trust from ``caller`` to the user this process authenticates as on
+        ``scope``'s cloud, for the caller's project and roles, impersonating: the engine then
+        works in the caller's project, as the caller, after the caller's token expired. The
+        caller's token is used for this one call and kept nowhere."""
+        conn = self.connection(CloudScope(cloud=scope.cloud))
+        with translated("making a trust for the engine"):
+            trustee = conn.current_user_id
+            answer = conn.identity.post(
+                "/OS-TRUST/trusts", headers={"X-Auth-Token": caller.token},
+                authenticated=False, raise_exc=False,
+                json={"trust": {"trustor_user_id": caller.user_id, "trustee_user_id": trustee,
+                                "project_id": caller.project_id, "impersonation": True,
+                                "roles": [{"id": r} for r in caller.role_ids]}})
+            sdk_exceptions.raise_from_response(answer)
+        return CloudScope(cloud=scope.cloud, trust_id=str(answer.json()["trust"]["id"]))
+
+    def release(self, scope: CloudScope) -> None:
+        """Delete the trust of ``scope`` (with its own token: an impersonating trust's token
+        is the trustor's) and forget its connection; a trust already gone is fine."""
+        if scope.trust_id is None:
+            return
+        conn = self.connection(scope)
+        try:
+            with translated("deleting the engine's trust"):
+                sdk_exceptions.raise_from_response(conn.identity.delete(
+                    f"/OS-TRUST/trusts/{scope.trust_id}", raise_exc=False))
+        except (Absent, ResourceFailure, RetryLater) as exc:
+            log.warning("the trust of a deleted stack was not deleted: %s", exc)
+        with self._lock:
+            dropped = self._connections.pop((self._config(scope.cloud).cloud, scope.trust_id),
+                                            None)
+        if dropped is not None:
+            dropped.close()
+
+    def scope_problem(self, scope: CloudScope) -> str | None:
+        """Why ``scope`` names no cloud this process can reach (None: it can): a cloud that no
+        ``clouds.yaml`` has an entry for."""
+        if scope.cloud is None or (self.default is not None and scope.cloud == self.default.cloud):
+            return None
+        from openstack.config import loader
+
+        config_file = self.default.config_file if self.default is not None else None
+        files = [config_file] if config_file else None
+        names = loader.OpenStackConfig(config_files=files, load_envvars=False).get_cloud_names()
+        if scope.cloud not in names:
+            known = ", ".join(sorted(names)) or "none"
+            return f"no clouds.yaml has a cloud named {scope.cloud!r} (there are: {known})"
+        return None
 
     def _config(self, cloud: str | None) -> CloudConfig:
         if cloud is None or (self.default is not None and cloud == self.default.cloud):
@@ -98,11 +163,15 @@ class Clouds:
             self._connections.clear()
 
 
-def _connect(config: CloudConfig) -> Any:
+def _connect(config: CloudConfig, trust_id: str | None = None) -> Any:
+    """A connection to ``config``'s cloud; with ``trust_id``, as the trustee of that Keystone
+    trust: the cloud's credentials authenticate and the token is scoped by the trust (to the
+    trustor's project, with the trustor's roles) instead of the configured project."""
     from openstack import connection
     from openstack.config import loader
 
     files = [config.config_file] if config.config_file else None
+    trusted = {**{key: None for key in _SCOPE_KEYS}, "trust_id": trust_id} if trust_id else {}
     if config.cloud == ENVVARS:
         # openstacksdk reads OS_* from the process's environment only: the variables handed
         # over are given as arguments instead, so no global state is touched.
@@ -111,13 +180,19 @@ def _connect(config: CloudConfig) -> Any:
                 if key[3:].lower() in _AUTH_KEYS}
         region = env.get("OS_REGION_NAME")
         cloud_region = loader.OpenStackConfig(load_yaml_config=False, load_envvars=False) \
-            .get_one(auth=auth, region_name=region,
+            .get_one(auth={**auth, **trusted}, region_name=region,
                      interface=env.get("OS_INTERFACE"),
                      identity_api_version=env.get("OS_IDENTITY_API_VERSION", "3"))
     else:
-        cloud_region = loader.OpenStackConfig(config_files=files, load_envvars=False) \
-            .get_one(cloud=config.cloud)
+        configs = loader.OpenStackConfig(config_files=files, load_envvars=False)
+        cloud_region = configs.get_one(cloud=config.cloud, auth=trusted) if trusted \
+            else configs.get_one(cloud=config.cloud)
     return connection.Connection(config=cloud_region)
+
+
+# What scopes a token to a project or a domain: a trust scopes it instead.
+_SCOPE_KEYS = ("project_name", "project_id", "project_domain_name", "project_domain_id",
+               "domain_name", "domain_id", "system_scope")
 
 
 _AUTH_KEYS = frozenset({

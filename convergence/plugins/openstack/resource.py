@@ -37,6 +37,7 @@ from convergence.plugins.base import (
     DELETE,
     REPAIR,
     BackendFactory,
+    ConstraintCheck,
     Observation,
     PluginBase,
     PluginContext,
@@ -44,6 +45,7 @@ from convergence.plugins.base import (
     ResourceFailure,
 )
 from convergence.plugins.openstack import clouds
+from convergence.plugins.openstack.constraints import CHECKS
 from convergence.plugins.openstack.errors import Absent, translated
 
 READY, BUILDING, FAILED = "ready", "building", "failed"
@@ -67,6 +69,7 @@ class OpenStackResource(PluginBase):
     """A resource type whose objects live in an OpenStack cloud."""
 
     backends: ClassVar[Mapping[str, BackendFactory]] = {clouds.CLOUDS: clouds.build}
+    constraints: ClassVar[Mapping[str, ConstraintCheck]] = CHECKS
     # A server gone behind the engine's back or in ERROR is what the observer is for.
     observe_policy: ClassVar[str] = REPAIR
     noun: ClassVar[str] = "resource"  # what the type makes, in messages ("server")
@@ -116,7 +119,7 @@ class OpenStackResource(PluginBase):
         if backend is None:
             raise ResourceFailure("no cloud is configured: set OS_CLOUD (a clouds.yaml entry) "
                                   "or the OS_* variables")
-        return backend.connection(None)
+        return backend.connection(ctx.scope)
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
         conn = self.connection(ctx)
