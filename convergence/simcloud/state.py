@@ -239,12 +239,12 @@ class SimCloud:
         busy cloud does not rewrite its whole file on every request), and at shutdown."""
         if self.options.state_file is None:
             return
+        if self.options.save_delay <= 0:
+            self.save()
+            return
         with self._save_lock:
             if self._saver is not None:
                 return  # a save is already due and will include this change
-            if self.options.save_delay <= 0:
-                self.save()
-                return
             self._saver = threading.Timer(self.options.save_delay, self._save_due)
             self._saver.daemon = True
             self._saver.start()
@@ -255,10 +255,18 @@ class SimCloud:
         self.save()
 
     def save(self) -> None:
+        """Write the state file now (a save that was due is then not needed). A folder that
+        is gone (a throwaway one removed while a save was due) keeps nothing: skipped."""
         path = self.options.state_file
         if path is None:
             return
+        with self._save_lock:
+            if self._saver is not None:
+                self._saver.cancel()
+                self._saver = None
         with self._lock:  # held while writing: concurrent saves never share the temporary file
+            if not path.parent.is_dir():
+                return
             text = json.dumps({"version": 1, "tables": self.tables}, sort_keys=True)
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text(text)

@@ -75,6 +75,8 @@ class Clouds:
     def __init__(self, default: CloudConfig | None,
                  fallback: Callable[[], Mapping[str, str]] | None = None) -> None:
         self.default = default
+        # A cloud the operator named (not the fallback, whose Keystone knows no caller).
+        self.configured = default is not None
         self._fallback = fallback
         self._connections: dict[tuple[str, str | None], Any] = {}
         self._lock = threading.Lock()
@@ -102,7 +104,10 @@ class Clouds:
         """A Keystone trust from ``caller`` to the user this process authenticates as on
         ``scope``'s cloud, for the caller's project and roles, impersonating: the engine then
         works in the caller's project, as the caller, after the caller's token expired. The
-        caller's token is used for this one call and kept nowhere."""
+        caller's token is used for this one call and kept nowhere. With no cloud configured
+        (the embedded mode's simulated one), there is no trust to make: ``scope`` as it is."""
+        if not self.configured:
+            return scope
         conn = self.connection(CloudScope(cloud=scope.cloud))
         with translated("making a trust for the engine"):
             trustee = conn.current_user_id
@@ -171,7 +176,6 @@ def _connect(config: CloudConfig, trust_id: str | None = None) -> Any:
     from openstack.config import loader
 
     files = [config.config_file] if config.config_file else None
-    trusted = {**{key: None for key in _SCOPE_KEYS}, "trust_id": trust_id} if trust_id else {}
     if config.cloud == ENVVARS:
         # openstacksdk reads OS_* from the process's environment only: the variables handed
         # over are given as arguments instead, so no global state is touched.
@@ -180,14 +184,28 @@ def _connect(config: CloudConfig, trust_id: str | None = None) -> Any:
                 if key[3:].lower() in _AUTH_KEYS}
         region = env.get("OS_REGION_NAME")
         cloud_region = loader.OpenStackConfig(load_yaml_config=False, load_envvars=False) \
-            .get_one(auth={**auth, **trusted}, region_name=region,
+            .get_one(auth=auth, region_name=region,
                      interface=env.get("OS_INTERFACE"),
                      identity_api_version=env.get("OS_IDENTITY_API_VERSION", "3"))
     else:
-        configs = loader.OpenStackConfig(config_files=files, load_envvars=False)
-        cloud_region = configs.get_one(cloud=config.cloud, auth=trusted) if trusted \
-            else configs.get_one(cloud=config.cloud)
+        cloud_region = loader.OpenStackConfig(config_files=files, load_envvars=False) \
+            .get_one(cloud=config.cloud)
+    if trust_id:
+        _scope_by_trust(cloud_region, trust_id)
     return connection.Connection(config=cloud_region)
+
+
+def _scope_by_trust(cloud_region: Any, trust_id: str) -> None:
+    """Have ``cloud_region`` authenticate with its credentials scoped by ``trust_id`` (its
+    configured project or domain dropped: a token has one scope). openstacksdk's own merging
+    of options cannot unset a key, so the authentication plugin is made here."""
+    from keystoneauth1 import loading
+
+    options = {key: value for key, value in cloud_region.config["auth"].items()
+               if key not in _SCOPE_KEYS and value is not None}
+    options["trust_id"] = trust_id
+    kind = cloud_region.config.get("auth_type") or "password"
+    cloud_region._auth = loading.get_plugin_loader(kind).load_from_options(**options)
 
 
 # What scopes a token to a project or a domain: a trust scopes it instead.
