@@ -10,9 +10,69 @@ neither recurses nor slows down.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from convergence.template.functions.base import Call
 from convergence.template.model import Template, inline_condition_key
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """What an implicit-dependency rule sees of a resource: its type and its properties as
+    written (calls unevaluated)."""
+
+    type: str
+    properties: Mapping[str, Any]
+
+
+# A resource type's implicit dependencies (``TypeSchema.implicit``), as Heat's
+# ``add_dependencies``: given a resource's name and every resource of the stack, the names of
+# those it must come after although it does not refer to them (a port after the subnets of its
+# network, a floating IP after the router interface that reaches its port).
+ImplicitRule = Callable[[str, Mapping[str, Peer]], Iterable[str]]
+
+
+def reference(value: Any) -> str | None:
+    """What a property value names, comparable between two resources: ``get_resource: X``
+    is ``"resource X"``, a literal name or id itself; anything else (another call) None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Call) and value.name == "get_resource" and isinstance(value.args, str):
+        return f"resource {value.args}"
+    if isinstance(value, Mapping) and len(value) == 1 and "get_resource" in value \
+            and isinstance(value["get_resource"], str):
+        return f"resource {value['get_resource']}"
+    return None
+
+
+def referenced_resource(value: Any) -> str | None:
+    """The resource ``get_resource: X`` names (None for anything else)."""
+    ref = reference(value)
+    return ref[len("resource "):] if ref is not None and ref.startswith("resource ") \
+        and not isinstance(value, str) else None
+
+
+def with_implicit(graph: Mapping[str, frozenset[str]], rules: Mapping[str, ImplicitRule],
+                  peers: Mapping[str, Peer]) -> dict[str, frozenset[str]]:
+    """``graph`` with the implicit dependencies of the resources ``rules`` has a rule for.
+    An implicit dependency that would close a cycle is left out (Heat's would make the
+    template impossible; a user never wrote it)."""
+    added: dict[str, set[str]] = {}
+    for name, rule in rules.items():
+        if name not in graph:
+            continue
+        extra = {d for d in rule(name, peers) if d in graph and d != name} - graph[name]
+        if extra:
+            added[name] = extra
+    if not added:
+        return dict(graph)
+    out = {name: deps | frozenset(added.get(name, ())) for name, deps in graph.items()}
+    for cycle in find_cycles(out):
+        for name in cycle:
+            out[name] = graph[name]  # the cycle's members keep what the user wrote only
+    return out
 
 
 def resource_dependencies(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from convergence.template.conversions import bool_from_string
+from convergence.template.dependencies import ImplicitRule
 from convergence.template.errors import PROPERTY, Path, Problems
 from convergence.template.functions.base import has_calls
 
@@ -55,6 +56,8 @@ class TypeSchema:
     # image): only then is ``deletion_policy: Snapshot`` accepted, as Heat accepts it only
     # for types with ``handle_snapshot_delete``. Such a plugin implements ``snapshot_delete``.
     snapshot: bool = False
+    # Heat's implicit dependencies of the type (see ``dependencies.ImplicitRule``).
+    implicit: ImplicitRule | None = None
 
 
 class TypeCatalog(Protocol):

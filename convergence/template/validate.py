@@ -21,9 +21,11 @@ from typing import Any
 from convergence.template.common_constraints import COMMON_CONSTRAINTS
 from convergence.template.constraints import CustomConstraints
 from convergence.template.dependencies import (
+    Peer,
     condition_allows,
     find_cycles,
     resource_dependencies,
+    with_implicit,
 )
 from convergence.template.environment import Environment, merge_environments
 from convergence.template.errors import (
@@ -165,6 +167,13 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
     _check_references(template, conditions, enabled, problems)
     _check_attributes(template, schemas, problems)
     graph = resource_dependencies(template, conditions)
+    rules = {name: schema.implicit for name, schema in schemas.items()
+             if isinstance(schema, TypeSchema) and schema.implicit is not None}
+    if rules:
+        peers = {name: Peer(types[name], template.resources[name].properties
+                            if isinstance(template.resources[name].properties, Mapping) else {})
+                 for name in graph if name in types}
+        graph = with_implicit(graph, rules, peers)
     for cycle in find_cycles(graph):
         problems.add(("resources", cycle[0]), "circular dependency: " + " -> ".join(cycle),
                      CYCLE)

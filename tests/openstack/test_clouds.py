@@ -40,7 +40,6 @@ sub:
   properties: {network: {get_resource: net}, cidr: 10.1.0.0/24}
 server:
   type: OS::Nova::Server
-  depends_on: sub
   properties:
     flavor: m1.tiny
     image: cirros

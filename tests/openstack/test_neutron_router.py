@@ -134,15 +134,39 @@ slow:
   properties: {value: later, wait_secs: 30}
 fip:
   type: OS::Neutron::FloatingIP
-  properties: {floating_network: public, port_id: {get_resource: host}}
+  properties: {floating_network: public, port_id: PORT}
 """
+
+
+def test_a_floating_ip_comes_after_the_interface_that_reaches_its_port(
+        story: Story, cloud: Cloud) -> None:
+    # Nothing in the template orders the floating IP after the interface: Heat's implicit
+    # dependency does (and deletes it first).
+    story.create(lan(iface_after="[slow]",
+                     more=SLOW_IFACE.replace("PORT", "{get_resource: host}")))
+    assert story.finish().stack_status == "CREATE_COMPLETE"
+    records = story.current()
+    fip = cloud.sdk.network.get_ip(records["fip"].physical_id)
+    assert fip.port_id == records["host"].physical_id
+    assert fip.router_id == records["router"].physical_id
+    order = [(e.resource_name, e.status) for e in story.events() if e.action == "CREATE"]
+    assert order.index(("iface", "COMPLETE")) < order.index(("fip", "IN_PROGRESS"))
+    assert all(e.status != 404 for e in cloud.control.journal(service="network")
+               if "/floatingips" in e.path)
+
+    story.delete()
+    assert story.finish().stack_status == "DELETE_COMPLETE"
+    order = [(e.resource_name, e.status) for e in story.events() if e.action == "DELETE"]
+    assert order.index(("fip", "COMPLETE")) < order.index(("iface", "IN_PROGRESS"))
+    assert cloud.count("floatingip") == 0 and cloud.count("router") == 0
 
 
 def test_a_floating_ip_waits_for_the_router_that_reaches_its_port(
         story: Story, cloud: Cloud) -> None:
-    # Nothing orders the floating IP after the interface (Heat would, implicitly): the
-    # floating IP is made at once and associated when the interface is there.
-    story.create(lan(iface_after="[slow]", more=SLOW_IFACE))
+    # The port is named by a call no implicit dependency reads: the floating IP is made at
+    # once and associated when the interface is there.
+    story.create(lan(iface_after="[slow]",
+                     more=SLOW_IFACE.replace("PORT", "{get_attr: [host, show, id]}")))
     assert story.finish().stack_status == "CREATE_COMPLETE"
     records = story.current()
     fip = cloud.sdk.network.get_ip(records["fip"].physical_id)

@@ -33,6 +33,7 @@ from convergence.plugins.base import (
     Progress,
     ResourceFailure,
 )
+from convergence.plugins.openstack import implicit
 from convergence.plugins.openstack.errors import Absent, translated
 from convergence.plugins.openstack.neutron_net import tagged, with_tags
 from convergence.plugins.openstack.neutron_port import (
@@ -92,6 +93,7 @@ class FloatingIP(OpenStackResource):
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Neutron::FloatingIP",
         description="A Neutron floating IP.",
+        implicit=implicit.floating_ip,
         properties={
             "floating_network": PropertySchema(
                 STRING, "The external network to take the address from (name or id).",
@@ -218,6 +220,7 @@ class FloatingIPAssociation(OpenStackResource):
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Neutron::FloatingIPAssociation",
         description="A floating IP mapped to a port.",
+        implicit=implicit.association,
         properties={
             "floatingip_id": PropertySchema(STRING, "The floating IP's id.", required=True,
                                             update_allowed=True),

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from openstack import exceptions as sdk_exceptions
 
 from convergence.plugins.base import PluginContext, ResourceFailure
+from convergence.plugins.openstack import implicit
 from convergence.plugins.openstack.lookups import cached
 from convergence.plugins.openstack.names import physical_name
 from convergence.plugins.openstack.neutron_net import (
@@ -120,6 +121,7 @@ class Port(OpenStackResource):
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Neutron::Port",
         description="A Neutron port.",
+        implicit=implicit.port,
         properties={
             "network": PropertySchema(STRING, "The network (name or id); another one replaces "
                                       "the port.", custom_constraint="neutron.network"),

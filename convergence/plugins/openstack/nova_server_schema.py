@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convergence.plugins.openstack import implicit
 from convergence.template.properties import (
     BOOLEAN,
     INTEGER,
@@ -184,4 +185,5 @@ SCHEMA = TypeSchema(
     properties=PROPERTIES,
     attributes=ATTRIBUTES,
     snapshot=True,
+    implicit=implicit.server,
 )
