@@ -41,6 +41,9 @@ from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import queries, running
 from convergence.settings import Settings
+from convergence.simcloud.serve import CLOUD_NAME, clouds_yaml
+from convergence.simcloud.serve import running as serve_cloud
+from convergence.simcloud.state import Options, SimCloud
 from convergence.store.migrate import upgrade
 from tests.conftest_services import (
     claim_redis_db,
@@ -57,7 +60,9 @@ WORKERS = 2
 CONCURRENCY = 2
 POLL_SECONDS = 0.5
 READY_TIMEOUT = 60.0
-WAIT_TIMEOUT = 180.0  # a stack that has not finished by then is stuck: fail, show the logs
+WAIT_TIMEOUT = 180.0
+CLOUD_BUILD_SECONDS = 1.0
+OBSERVE_SECONDS = 1.0  # a stack that has not finished by then is stuck: fail, show the logs
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
@@ -80,11 +85,15 @@ class Worker:
 
 @dataclass
 class Cluster:
-    """What the tier runs on: settings (database + broker), the workers and their logs."""
+    """What the tier runs on: settings (database + broker), the workers and their logs, and
+    the simulated cloud every worker reaches as its cloud (``OS_CLOUD``)."""
 
     settings: Settings
     env: dict[str, str]
     logs: Path
+    cloud: SimCloud
+    cloud_url: str
+    clouds_file: Path
     workers: list[Worker] = dataclasses.field(default_factory=list)
 
     def start_worker(self, name: str, *extra: str) -> Worker:
@@ -158,7 +167,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
            "CONVERGENCE_POLL_SECONDS": str(POLL_SECONDS),
            "CONVERGENCE_BATCH_SIZE": "50",
            "PYTHONUNBUFFERED": "1"}
-    cluster = Cluster(settings, env, tmp_path_factory.mktemp("workers"))
+    logs = tmp_path_factory.mktemp("workers")
+    # A cloud whose servers build in a second of real time, observed every second (stacks
+    # that opt in only).
+    cloud = SimCloud(options=Options(build_seconds=CLOUD_BUILD_SECONDS))
+    serving = contextlib.ExitStack()
+    cloud_url = serving.enter_context(serve_cloud(cloud))
+    clouds_file = logs / "clouds.yaml"
+    clouds_file.write_text(clouds_yaml(cloud_url))
+    env.update(OS_CLOUD=CLOUD_NAME, OS_CLIENT_CONFIG_FILE=str(clouds_file),
+               CONVERGENCE_OBSERVE_SECONDS=str(OBSERVE_SECONDS))
+    cluster = Cluster(settings, env, logs, cloud, cloud_url, clouds_file)
     try:
         upgrade(database_url)  # as `convergence db upgrade` does; workers migrate nothing
         workers = [cluster.start_worker(f"it-{i}-{run}") for i in range(WORKERS)]
@@ -169,6 +188,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             cluster.stop(w)
         release_broker()
         drop_postgres_database(database)
+        serving.close()
 
 
 class Poller:
@@ -204,7 +224,9 @@ class DistributedRuntime(Runtime):
 
 @pytest.fixture(scope="session")
 def rt(cluster: Cluster) -> Iterator[Runtime]:
-    base = open_runtime(cluster.settings)
+    # The test side validates templates against the cluster's cloud, as the API does.
+    base = open_runtime(cluster.settings, environ={
+        "OS_CLOUD": CLOUD_NAME, "OS_CLIENT_CONFIG_FILE": str(cluster.clouds_file)})
     assert isinstance(base.dispatcher, CeleryDispatcher)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
     runtime = DistributedRuntime(**fields, poller=Poller(cluster))
