@@ -56,7 +56,7 @@ resources:
     for i in range(SERVERS):
         flavor = flavor0 if i == 0 else "m1.tiny"
         role = role1 if i == 1 else "web"
-        networks = "[{port: {get_resource: port%d}}" % i
+        networks = "[{port: {get_resource: port" + str(i) + "}}"
         if second_network and i == 2:
             networks += ", {network: {get_resource: net2}}"
         networks += "]"
