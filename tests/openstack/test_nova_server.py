@@ -12,9 +12,10 @@ from convergence.plugins.base import PluginContext
 from convergence.plugins.openstack.nova_server import Server
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime
+from convergence.services import stacks
 from convergence.template.properties import with_defaults
 from tests.corpus.corpus import ROOT as CORPUS
-from tests.engine.harness import Story, hot
+from tests.engine.harness import TENANT, Story, hot
 from tests.openstack.conftest import Cloud
 
 NET = """
@@ -127,6 +128,23 @@ def test_a_flavor_change_with_the_replace_policy_makes_a_new_server(
     assert after != before
     assert cloud.sdk.compute.find_server(before) is None
     assert cloud.sdk.compute.get_server(after).flavor.name == "m1.small"
+    assert cloud.count("server") == 1
+
+
+def test_a_server_marked_unhealthy_is_replaced_by_the_next_update(
+        story: Story, cloud: Cloud) -> None:
+    story.create(server())
+    assert story.finish().stack_status == "CREATE_COMPLETE"
+    before = story.current()["server"].physical_id
+    stacks.mark_resource_health(story.rt, TENANT, story.name, "server", True, "disk errors")
+    assert (story.current()["server"].action, story.current()["server"].status) == \
+        ("CHECK", "FAILED")
+    story.update(server())  # the same template: only the mark makes it act
+    assert story.finish().stack_status == "UPDATE_COMPLETE"
+    after = story.current()["server"]
+    assert after.physical_id != before and after.status == "COMPLETE"
+    assert cloud.sdk.compute.find_server(before) is None
+    assert cloud.sdk.compute.get_server(after.physical_id).status == "ACTIVE"
     assert cloud.count("server") == 1
 
 
