@@ -93,8 +93,8 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
     check_stack_name(name)
     check_scope(rt, scope)
     content = template_content(template, files, environments, parameters)
-    accept(rt, content, scope)
     if caller is not None:
+        # First: the template is checked against what the caller's project holds.
         scope = delegated(rt, scope, caller)
     stack_id = str(uuid.uuid4())
 
@@ -117,6 +117,7 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
         return stack_or_404(tx, tenant, stack_id), traversal_id
 
     try:
+        accept(rt, content, scope)
         stack, traversal_id = rt.store.transact(accepted)
     except BaseException:
         if scope.trust_id is not None:  # nothing refers to the trust made for it

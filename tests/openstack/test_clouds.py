@@ -143,9 +143,13 @@ def test_keystone_callers_stacks_live_in_their_project_through_a_trust(
     alice_token = place.alice.auth_token
     service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
     answers: list[str] = []
+    # A network only alice's project has: the template naming it is checked in her project.
+    place.alice.network.create_network(name="alice-net")
+    template = TEMPLATE + ("  extra:\n    type: OS::Neutron::Port\n"
+                           "    properties: {network: alice-net}\n")
     with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
         r = c.post(f"/v1/{blue}/stacks", headers={"X-Auth-Token": alice_token},
-                   json={"stack_name": "mine", "template": TEMPLATE})
+                   json={"stack_name": "mine", "template": template})
         assert r.status_code == 201, r.text
         stack_id = r.json()["stack"]["id"]
         # The caller's token is gone before the engine is done: the trust carries on.

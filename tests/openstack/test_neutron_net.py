@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from convergence.template import TemplateError
 from tests.engine.harness import Story, hot
 from tests.openstack.conftest import Cloud
 
@@ -61,12 +64,20 @@ def test_a_cidr_change_replaces_the_subnet(story: Story, cloud: Cloud) -> None:
 
 def test_a_subnet_on_a_network_that_does_not_exist_fails_saying_so(story: Story,
                                                                    cloud: Cloud) -> None:
-    story.create(hot("""
+    text = hot("""
 subnet:
   type: OS::Neutron::Subnet
-  properties: {network: no-such-network, cidr: 10.70.0.0/24}
-"""), disable_rollback=True)
+  properties: {network: short-lived, cidr: 10.70.0.0/24}
+""")
+    with pytest.raises(TemplateError) as caught:  # refused before anything is stored
+        story.create(text.replace("short-lived", "no-such-network"))
+    assert str(caught.value.problems[0]) == ("resources.subnet.properties.network: network "
+                                             "'no-such-network' not found in the cloud")
+    # A network there when the request was accepted and gone when the subnet is made.
+    network = cloud.sdk.network.create_network(name="short-lived")
+    story.create(text, disable_rollback=True)
+    cloud.sdk.network.delete_network(network)
     stack = story.finish()
     assert stack.stack_status == "CREATE_FAILED"
-    assert "no-such-network" in stack.status_reason
+    assert "short-lived" in stack.status_reason
     assert "engine fault" not in stack.status_reason and "Absent" not in stack.status_reason
