@@ -32,18 +32,18 @@ def ip_addr(value: Any) -> str | None:
 
 
 def net_cidr(value: Any) -> str | None:
+    """A network (``10.0.0.0/24``); as Heat's, a bare address is one (a ``/32``)."""
     text = str(value)
-    if "/" not in text:
-        return f"{value!r} is not a network in CIDR notation (address/prefix)"
     try:
+        if text != text.strip():
+            raise ValueError(text)
         ipaddress.ip_network(text, strict=False)
     except ValueError:
         return f"{value!r} is not a network in CIDR notation (address/prefix)"
     return None
 
 
-def ip_or_cidr(value: Any) -> str | None:
-    return ip_addr(value) if "/" not in str(value) else net_cidr(value)
+ip_or_cidr = net_cidr
 
 
 def mac_addr(value: Any) -> str | None:

@@ -56,9 +56,9 @@ spare:
   type: OS::Neutron::Port
   properties:
     name: spare
-    network: app
+    network: {get_attr: [net, name]}  # by name, as the cloud has it then
     fixed_ips: [{subnet: {get_resource: subnet}}]
-    security_groups: [db]
+    security_groups: [{get_attr: [db, show, name]}]
   depends_on: [db]
 fip:
   type: OS::Neutron::FloatingIP

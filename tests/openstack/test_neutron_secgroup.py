@@ -91,8 +91,8 @@ ssh:
 peers:
   type: OS::Neutron::SecurityGroupRule
   properties:
-    security_group: base
-    remote_group: base
+    security_group: {get_attr: [base, show, name]}  # by name, as the cloud has it then
+    remote_group: {get_attr: [base, show, name]}
     protocol: icmp
   depends_on: [base]
 """
