@@ -431,3 +431,36 @@ def test_heat_templates_servers_in_new_neutron_net(story: Story, cloud: Cloud) -
     story.delete()
     assert story.finish().stack_status == "DELETE_COMPLETE"
     assert cloud.count("server") == 0
+
+
+def test_heat_templates_servers_in_existing_neutron_net(story: Story, cloud: Cloud) -> None:
+    # The tenant network, its subnet and its router to the outside exist before the stack.
+    sdk = cloud.sdk.network
+    cloud.sdk.compute.create_keypair(name="demo")
+    net = sdk.create_network(name="existing")
+    subnet = sdk.create_subnet(network_id=net.id, cidr="10.12.0.0/24", ip_version=4)
+    router = sdk.create_router(external_gateway_info={
+        "network_id": sdk.find_network("public").id})
+    sdk.add_interface_to_router(router, subnet_id=subnet.id)
+    text = (TEMPLATES / "servers_in_existing_neutron_net.yaml").read_text()
+    story.create(text, parameters={
+        "key_name": "demo", "image": "cirros", "flavor": "m1.tiny",
+        "public_net_id": sdk.find_network("public").id, "private_net_id": net.id,
+        "private_subnet_id": subnet.id})
+    stack = story.finish()
+    assert stack.stack_status == "CREATE_COMPLETE", stack.status_reason
+    outputs = {key: output["value"] for key, output in stack.outputs.items()}
+    records = story.current()
+    for name in ("server1", "server2"):
+        found = cloud.sdk.compute.get_server(records[name].physical_id)
+        fip = sdk.get_ip(records[f"{name}_floating_ip"].physical_id)
+        assert fip.port_id == records[f"{name}_port"].physical_id
+        assert outputs[f"{name}_public_ip"] == fip.floating_ip_address
+        assert outputs[f"{name}_private_ip"] == fip.fixed_ip_address
+        assert fip.floating_ip_address in [a["addr"] for a in found.addresses["existing"]]
+        group = sdk.get_security_group(records["server_security_group"].physical_id)
+        assert sdk.get_port(fip.port_id).security_group_ids == [group.id]
+    story.delete()
+    assert story.finish().stack_status == "DELETE_COMPLETE"
+    assert cloud.count("server") == 0 and cloud.count("floatingip") == 0
+    assert sdk.find_network("existing") is not None  # not the stack's: left alone
