@@ -307,8 +307,11 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
     listed), as Heat's abandon does. Refused (Conflict) while a traversal is in progress: a
     step in flight could otherwise act on resources the blob does not show.
     """
+    abandoned: list[StackView] = []
+
     def abandon(tx: Tx) -> dict[str, Any]:
         stack = locked_stack(tx, tenant, name_or_id)
+        abandoned[:] = [stack]
         if stack.deleted_at is not None:
             raise NotFound(f"The Stack ({name_or_id}) could not be found.")
         if stack.status == "IN_PROGRESS":
@@ -325,7 +328,15 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
             stack.name, stack.id, "OS::Heat::Stack", "DELETE", "COMPLETE", reason)])
         return blob
 
-    return rt.store.transact(abandon)
+    blob = rt.store.transact(abandon)
+    if abandoned and abandoned[0].trust_id is not None:
+        # What is kept is the caller's, in the caller's project: the engine's trust goes.
+        try:
+            rt.registry.release(scope_of(abandoned[0]))
+        except Exception:
+            log.warning("the trust of abandoned stack %s was not deleted", abandoned[0].id,
+                        exc_info=True)
+    return blob
 
 
 def mark_resource_health(rt: Runtime, tenant: str, name_or_id: str, resource: str,

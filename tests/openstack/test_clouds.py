@@ -208,3 +208,21 @@ def test_an_admin_for_another_project_or_a_refused_trust(tmp_path: Path, place: 
         assert "refused the engine's trust" in r.json()["error"]["message"]
         assert queries.list_stacks(rt, blue) == [] and place.trusts() == []
     rt.store.engine.dispose()
+
+
+def test_an_abandoned_stack_keeps_its_resources_but_not_the_trust(
+        tmp_path: Path, place: Place) -> None:
+    rt = runtime(tmp_path, place, auth="keystone")
+    blue = place.project("blue")
+    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
+    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+        r = c.post(f"/v1/{blue}/stacks", headers={"X-Auth-Token": place.alice.auth_token},
+                   json={"stack_name": "kept", "template": TEMPLATE})
+        assert r.status_code == 201, r.text
+        stack_id = r.json()["stack"]["id"]
+        assert running.wait_for_stack(rt, blue, stack_id).stack_status == "CREATE_COMPLETE"
+        assert len(place.trusts()) == 1
+        stacks.abandon_stack(rt, blue, stack_id)
+    assert place.trusts() == []
+    assert place.projects_of("server") == [blue]  # the caller's now, left alone
+    rt.store.engine.dispose()
