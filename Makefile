@@ -23,8 +23,10 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two processes (pytest-xdist); the tiers that start processes of their own run in one group
+# (tests/conftest.py). A single test file runs alone with `-n 0`.
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

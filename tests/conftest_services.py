@@ -76,9 +76,18 @@ def require_postgres() -> None:
         skip_or_fail(reason)
 
 
+def own_name(dbname: str) -> str:
+    """``dbname`` as this test process names it: with the suite spread over processes
+    (pytest-xdist), each has databases of its own, so two never share one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"{dbname}_{worker}" if worker else dbname
+
+
 def postgres_url(dbname: str) -> str:
-    """SQLAlchemy URL of database ``dbname`` on the test server, created if missing."""
+    """SQLAlchemy URL of database ``dbname`` (this process's: :func:`own_name`) on the test
+    server, created if missing."""
     require_postgres()
+    dbname = own_name(dbname)
     connection = psycopg2.connect(_libpq_dsn(_admin_url()),
                                   connect_timeout=_CONNECT_TIMEOUT_SECONDS)
     try:
@@ -185,8 +194,10 @@ def claim_redis_db(candidates: range, owner: str,
 
 
 def drop_postgres_database(dbname: str) -> None:
-    """Drop database ``dbname`` of the test server, disconnecting its sessions."""
+    """Drop database ``dbname`` (this process's) of the test server, disconnecting its
+    sessions."""
     require_postgres()
+    dbname = own_name(dbname)
     connection = psycopg2.connect(_libpq_dsn(_admin_url()),
                                   connect_timeout=_CONNECT_TIMEOUT_SECONDS)
     try:
