@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # Two processes (pytest-xdist); the tiers that start processes of their own run in one group
-# (tests/conftest.py). A single test file runs alone with `-n 0`.
+# (tests/conftest.py). `pytest` without `-n` runs in one process.
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
