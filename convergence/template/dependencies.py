@@ -10,7 +10,7 @@ neither recurses nor slows down.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,37 @@ class Peer:
     properties: Mapping[str, Any]
 
 
+class Peers(Mapping[str, Peer]):
+    """The resources of a stack by name, and by type (:meth:`of_type`): a rule looks at the
+    few resources of the types it cares for, never at all of them, so a stack's implicit
+    dependencies cost time linear in its size."""
+
+    def __init__(self, peers: Mapping[str, Peer]) -> None:
+        self._peers = peers
+        self._by_type: dict[str, list[tuple[str, Peer]]] = {}
+        for name, peer in peers.items():
+            self._by_type.setdefault(peer.type, []).append((name, peer))
+        self.memo: dict[Any, Any] = {}  # what rules worked out, shared among them
+
+    def of_type(self, *types: str) -> Iterable[tuple[str, Peer]]:
+        for type_name in types:
+            yield from self._by_type.get(type_name, ())
+
+    def __getitem__(self, name: str) -> Peer:
+        return self._peers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._peers)
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+
 # A resource type's implicit dependencies (``TypeSchema.implicit``), as Heat's
 # ``add_dependencies``: given a resource's name and every resource of the stack, the names of
 # those it must come after although it does not refer to them (a port after the subnets of its
 # network, a floating IP after the router interface that reaches its port).
-ImplicitRule = Callable[[str, Mapping[str, Peer]], Iterable[str]]
+ImplicitRule = Callable[[str, Peers], Iterable[str]]
 
 
 def reference(value: Any) -> str | None:
@@ -55,7 +81,7 @@ def referenced_resource(value: Any) -> str | None:
 
 
 def with_implicit(graph: Mapping[str, frozenset[str]], rules: Mapping[str, ImplicitRule],
-                  peers: Mapping[str, Peer]) -> dict[str, frozenset[str]]:
+                  peers: Peers) -> dict[str, frozenset[str]]:
     """``graph`` with the implicit dependencies of the resources ``rules`` has a rule for.
     An implicit dependency that would close a cycle is left out (Heat's would make the
     template impossible; a user never wrote it)."""

@@ -22,6 +22,7 @@ from convergence.template.common_constraints import COMMON_CONSTRAINTS
 from convergence.template.constraints import CustomConstraints
 from convergence.template.dependencies import (
     Peer,
+    Peers,
     condition_allows,
     find_cycles,
     resource_dependencies,
@@ -170,9 +171,10 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
     rules = {name: schema.implicit for name, schema in schemas.items()
              if isinstance(schema, TypeSchema) and schema.implicit is not None}
     if rules:
-        peers = {name: Peer(types[name], template.resources[name].properties
-                            if isinstance(template.resources[name].properties, Mapping) else {})
-                 for name in graph if name in types}
+        peers = Peers({name: Peer(types[name], template.resources[name].properties
+                                  if isinstance(template.resources[name].properties, Mapping)
+                                  else {})
+                       for name in graph if name in types})
         graph = with_implicit(graph, rules, peers)
     for cycle in find_cycles(graph):
         problems.add(("resources", cycle[0]), "circular dependency: " + " -> ".join(cycle),

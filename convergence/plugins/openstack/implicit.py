@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from convergence.template.dependencies import Peer, reference, referenced_resource
+from convergence.template.dependencies import Peers, reference, referenced_resource
 
 SUBNET = "OS::Neutron::Subnet"
 PORT = "OS::Neutron::Port"
@@ -34,16 +34,21 @@ def _first(props: Mapping[str, Any], *keys: str) -> Any:
     return next((props[k] for k in keys if props.get(k) is not None), None)
 
 
-def subnets_of(network: Any, peers: Mapping[str, Peer]) -> set[str]:
+def subnets_of(network: Any, peers: Peers) -> set[str]:
     """The subnets of the stack on ``network`` (a property value as written)."""
     ref = reference(network)
     if ref is None:
         return set()
-    return {name for name, peer in peers.items() if peer.type == SUBNET
-            and reference(_first(peer.properties, "network", "network_id")) == ref}
+    by_network = peers.memo.get(SUBNET)
+    if by_network is None:
+        by_network = peers.memo[SUBNET] = {}
+        for name, peer in peers.of_type(SUBNET):
+            on = reference(_first(peer.properties, "network", "network_id"))
+            by_network.setdefault(on, set()).add(name)
+    return set(by_network.get(ref, ()))
 
 
-def server(name: str, peers: Mapping[str, Peer]) -> Iterable[str]:
+def server(name: str, peers: Peers) -> Iterable[str]:
     found: set[str] = set()
     networks = peers[name].properties.get("networks")
     for entry in networks if isinstance(networks, list) else []:
@@ -52,11 +57,11 @@ def server(name: str, peers: Mapping[str, Peer]) -> Iterable[str]:
     return found
 
 
-def port(name: str, peers: Mapping[str, Peer]) -> Iterable[str]:
+def port(name: str, peers: Peers) -> Iterable[str]:
     return subnets_of(_first(peers[name].properties, "network", "network_id"), peers)
 
 
-def _port_subnets(port_value: Any, peers: Mapping[str, Peer]) -> set[str]:
+def _port_subnets(port_value: Any, peers: Peers) -> set[str]:
     """The subnets the stack's port ``port_value`` (a ``get_resource``) is on or may be."""
     target = referenced_resource(port_value)
     if target is None or target not in peers or peers[target].type != PORT:
@@ -72,11 +77,11 @@ def _port_subnets(port_value: Any, peers: Mapping[str, Peer]) -> set[str]:
     return found
 
 
-def _reaching(subnets: set[str], floating: Any, peers: Mapping[str, Peer]) -> set[str]:
+def _reaching(subnets: set[str], floating: Any, peers: Peers) -> set[str]:
     """The router interfaces of ``subnets`` and the routers whose gateway is ``floating``."""
     found: set[str] = set()
     gateway = reference(floating)
-    for name, peer in peers.items():
+    for name, peer in peers.of_type(ROUTER_INTERFACE, ROUTER):
         props = peer.properties
         if peer.type == ROUTER_INTERFACE:
             subnet = referenced_resource(_first(props, "subnet", "subnet_id"))
@@ -89,13 +94,13 @@ def _reaching(subnets: set[str], floating: Any, peers: Mapping[str, Peer]) -> se
     return found
 
 
-def floating_ip(name: str, peers: Mapping[str, Peer]) -> Iterable[str]:
+def floating_ip(name: str, peers: Peers) -> Iterable[str]:
     props = peers[name].properties
     subnets = _port_subnets(props.get("port_id"), peers)
     floating = _first(props, "floating_network", "floating_network_id")
     return _reaching(subnets, floating, peers) if subnets else set()
 
 
-def association(name: str, peers: Mapping[str, Peer]) -> Iterable[str]:
+def association(name: str, peers: Peers) -> Iterable[str]:
     subnets = _port_subnets(peers[name].properties.get("port_id"), peers)
     return _reaching(subnets, None, peers)
