@@ -226,3 +226,18 @@ def test_an_abandoned_stack_keeps_its_resources_but_not_the_trust(
     assert place.trusts() == []
     assert place.projects_of("server") == [blue]  # the caller's now, left alone
     rt.store.engine.dispose()
+
+
+def test_a_named_cloud_beside_the_embedded_default(tmp_path: Path, place: Place) -> None:
+    # No OS_CLOUD: the embedded engine's default is a simulated cloud of its own, and a stack
+    # naming an entry of the clouds.yaml that OS_CLIENT_CONFIG_FILE names lives there.
+    rt = open_runtime(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}"),
+                      clock=ManualClock(time.time()),
+                      environ={"OS_CLIENT_CONFIG_FILE": str(place.clouds_file)})
+    stack = stacks.create_stack(rt, "t", "blue", TEMPLATE, scope=CloudScope(cloud="blue"))
+    assert running.wait_for_stack(rt, "t", stack.id).stack_status == "CREATE_COMPLETE"
+    assert place.projects_of("server") == [place.project("blue")]
+    stacks.delete_stack(rt, "t", "blue")
+    assert running.wait_for_stack(rt, "t", stack.id).stack_status == "DELETE_COMPLETE"
+    assert place.projects_of("server") == []
+    rt.store.engine.dispose()

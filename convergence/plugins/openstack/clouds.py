@@ -73,8 +73,11 @@ class Clouds:
     environment of a cloud to use when none is configured, asked once, on first use."""
 
     def __init__(self, default: CloudConfig | None,
-                 fallback: Callable[[], Mapping[str, str]] | None = None) -> None:
+                 fallback: Callable[[], Mapping[str, str]] | None = None,
+                 config_file: str | None = None) -> None:
         self.default = default
+        # Where the clouds a stack names are looked up (None: where openstacksdk looks).
+        self.config_file = config_file or (default.config_file if default else None)
         # A cloud the operator named (not the fallback, whose Keystone knows no caller).
         self.configured = default is not None
         self._fallback = fallback
@@ -87,7 +90,7 @@ class Clouds:
         if not isinstance(scope, CloudScope):
             scope = CloudScope(cloud=scope)
         with self._lock:
-            if self.default is None and self._fallback is not None:
+            if scope.cloud is None and self.default is None and self._fallback is not None:
                 self.default = CloudConfig.from_environ(self._fallback())
                 self._fallback = None
             config = self._config(scope.cloud)
@@ -145,8 +148,7 @@ class Clouds:
             return None
         from openstack.config import loader
 
-        config_file = self.default.config_file if self.default is not None else None
-        files = [config_file] if config_file else None
+        files = [self.config_file] if self.config_file else None
         names = loader.OpenStackConfig(config_files=files, load_envvars=False).get_cloud_names()
         if scope.cloud not in names:
             known = ", ".join(sorted(names)) or "none"
@@ -159,7 +161,7 @@ class Clouds:
                 raise ResourceFailure("no cloud is configured: set OS_CLOUD (a clouds.yaml "
                                       "entry) or the OS_* variables")
             return self.default
-        return CloudConfig(cloud, self.default.config_file if self.default else None)
+        return CloudConfig(cloud, self.config_file)
 
     def close(self) -> None:
         with self._lock:
@@ -223,4 +225,5 @@ _AUTH_KEYS = frozenset({
 
 def build(host: PluginHost) -> Clouds:
     """The backend: the connections to the cloud the host's environment names."""
-    return Clouds(CloudConfig.from_environ(host.environ), host.fallback_cloud)
+    return Clouds(CloudConfig.from_environ(host.environ), host.fallback_cloud,
+                  config_file=host.environ.get("OS_CLIENT_CONFIG_FILE") or None)
