@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from convergence.cli import cli, local, progress
+from convergence.cli.state import DEFAULT_TENANT
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import queries, running, stacks
@@ -594,3 +595,27 @@ def test_cli_logs_are_console_lines_on_stderr_with_bound_fields_and_no_secrets(
         assert field in lines[0]
     assert "hunter2" not in captured.err
     assert "from a library" in lines[1] and "stack_id" not in lines[1]  # unbound after
+
+
+def test_os_cloud_puts_the_stack_in_a_named_cloud_or_is_refused(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clouds = write(tmp_path, "clouds.yaml", """\
+        clouds:
+          elsewhere:
+            auth: {auth_url: "http://127.0.0.1:9/v3", username: u, password: p,
+                   project_name: p}
+        """)
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds))
+    monkeypatch.delenv("OS_CLOUD", raising=False)
+    template = write(tmp_path, "small.yaml", SMALL)
+    refused = run("stack", "create", "lost", "-t", str(template), "--os-cloud", "nowhere")
+    assert refused.exit_code != 0
+    assert "cloud: no clouds.yaml has a cloud named 'nowhere'" in refused.output
+    made = run("stack", "create", "kept", "-t", str(template), "--os-cloud", "elsewhere",
+               "--wait")
+    assert made.exit_code == 0, made.output  # test resources need no cloud
+    rt = runtime(db_url)
+    with rt.store.read() as tx:
+        names = {s.name: s.cloud for s in tx.stacks(DEFAULT_TENANT)}
+    rt.store.engine.dispose()
+    assert names.get("kept") == "elsewhere" and "lost" not in names
