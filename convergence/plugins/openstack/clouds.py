@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CLOUDS = "clouds"  # the backend's name in ``PluginContext.backends``
 ENVVARS = "envvars"  # openstacksdk's name of the cloud the ``OS_*`` variables describe
+TRUSTED_CONNECTIONS = 256  # connections by trust a process keeps (see ``Clouds``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +96,21 @@ class Clouds:
                 self._fallback = None
             config = self._config(scope.cloud)
             key = (config.cloud, scope.trust_id)
-            found = self._connections.get(key)
+            found = self._connections.pop(key, None)
             if found is None:
                 with translated(f"connecting to cloud {config.cloud!r}"):
                     found = _connect(config, scope.trust_id)
                 setattr(found, lookups.ATTRIBUTE, lookups.Lookups())
-                self._connections[key] = found
+                self._forget_oldest_trust()
+            self._connections[key] = found  # the most recently used last
             return found
+
+    def _forget_oldest_trust(self) -> None:
+        """Keep at most :data:`TRUSTED_CONNECTIONS` connections by trust (one a stack): the
+        least recently used goes (made again if its stack comes back). Under the lock."""
+        trusted = [key for key in self._connections if key[1] is not None]
+        for key in trusted[:max(0, len(trusted) - TRUSTED_CONNECTIONS + 1)]:
+            self._connections.pop(key).close()
 
     def delegate(self, scope: CloudScope, caller: Delegation) -> CloudScope:
         """A Keystone trust from ``caller`` to the user this process authenticates as on
@@ -151,8 +160,7 @@ class Clouds:
         files = [self.config_file] if self.config_file else None
         names = loader.OpenStackConfig(config_files=files, load_envvars=False).get_cloud_names()
         if scope.cloud not in names:
-            known = ", ".join(sorted(names)) or "none"
-            return f"no clouds.yaml has a cloud named {scope.cloud!r} (there are: {known})"
+            return f"no clouds.yaml has a cloud named {scope.cloud!r}"
         return None
 
     def _config(self, cloud: str | None) -> CloudConfig:
