@@ -289,7 +289,8 @@ def delegation(request: Request, tenant_id: str) -> Delegation | None:
 # Validation ------------------------------------------------------------------------------------
 
 @router.post("/validate")
-def validate(body: dict[str, Any] = Depends(json_body),  # noqa: B008
+def validate(request: Request, tenant_id: str,
+             body: dict[str, Any] = Depends(json_body),  # noqa: B008
              rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     if body.get("template") is None:
         raise bad_request("No template specified")
@@ -298,7 +299,7 @@ def validate(body: dict[str, Any] = Depends(json_body),  # noqa: B008
     answer = templates.validate_template(
         template_text(body["template"]), files=files, environments=envs,
         parameters=mapping(body, "parameters"), catalog=rt.registry,
-        sizes=SizeLimits.of(rt.settings))
+        sizes=SizeLimits.of(rt.settings), caller=delegation(request, tenant_id))
     answer["Environment"] = mapping(body, "environment") \
         if isinstance(body.get("environment"), Mapping) else {}
     return answer

@@ -76,15 +76,21 @@ class PluginRegistry:
                 bound.backends[name] = backend
         return bound
 
-    def custom_constraints(self, scope: CloudScope = DEFAULT_SCOPE) -> CustomConstraints:
+    def custom_constraints(self, scope: CloudScope = DEFAULT_SCOPE,
+                           caller: Delegation | None = None) -> CustomConstraints:
         """The custom constraints validation checks a template with: the common ones
         (addresses, DNS names...) and those the plugins know (``nova.flavor``...), checked
-        against the cloud of ``scope`` through this registry's backends. Each value is checked
+        against the cloud of ``scope`` through this registry's backends (as ``caller`` sees
+        it, with the caller's token, when given: a backend that can). Each value is checked
         once per object returned (make one per validation)."""
         checks: dict[str, ConstraintCheck] = {}
         for _, plugin in sorted(self._plugins.items()):
             checks.update(getattr(plugin, "constraints", {}))
-        return Layered(COMMON_CONSTRAINTS, _PluginConstraints(checks, self.backends, scope))
+        backends: Mapping[str, Any] = self.backends
+        if caller is not None:
+            backends = {name: backend.as_caller(caller) if hasattr(backend, "as_caller")
+                        else backend for name, backend in self.backends.items()}
+        return Layered(COMMON_CONSTRAINTS, _PluginConstraints(checks, backends, scope))
 
     def delegate(self, scope: CloudScope, caller: Delegation) -> CloudScope:
         """``scope`` with the trust the cloud backend made for ``caller`` (the cloud's

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from convergence.engine.definitions import build_definition
-from convergence.plugins.base import DEFAULT_SCOPE, CloudScope
+from convergence.plugins.base import DEFAULT_SCOPE, CloudScope, Delegation
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.store import Tx
 from convergence.ports.views import TemplateContent, template_id
@@ -61,20 +61,22 @@ def validate_template(
     catalog: TypeCatalog | None = None,
     sizes: SizeLimits | None = None,
     scope: CloudScope = DEFAULT_SCOPE,
+    caller: Delegation | None = None,
 ) -> dict[str, Any]:
     """Validate a template as Heat's ``template validate`` does; return Heat's answer shape.
 
     Raises TemplateError with the problems of the environments and the template together;
     input over ``sizes`` (default: the default settings' limits) is refused unparsed. With a
     registry bound to a runtime for ``catalog``, custom constraints (``nova.flavor``...) are
-    checked against the cloud of ``scope``.
+    checked against the cloud of ``scope``, as ``caller`` (a caller Keystone authenticated)
+    sees it when given.
     """
     sizes = sizes or SizeLimits()
     check_sizes(template, files, environments, parameters, sizes)
     problems = Problems()
     envs = load_environments(environments, problems=problems)
     catalog = catalog or default_catalog()
-    custom = catalog.custom_constraints(scope) if isinstance(catalog, PluginRegistry) \
+    custom = catalog.custom_constraints(scope, caller) if isinstance(catalog, PluginRegistry) \
         else COMMON_CONSTRAINTS
     try:
         stack = validate_stack(template, catalog=catalog, files=files,

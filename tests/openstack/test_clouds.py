@@ -241,3 +241,28 @@ def test_a_named_cloud_beside_the_embedded_default(tmp_path: Path, place: Place)
     assert running.wait_for_stack(rt, "t", stack.id).stack_status == "DELETE_COMPLETE"
     assert place.projects_of("server") == []
     rt.store.engine.dispose()
+
+
+def test_a_keystone_callers_template_validates_against_the_callers_project(
+        tmp_path: Path, place: Place) -> None:
+    rt = runtime(tmp_path, place, auth="keystone")
+    blue = place.project("blue")
+    place.alice.network.create_network(name="alice-only")
+    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
+    port = ("heat_template_version: 2018-08-31\nresources:\n  p:\n"
+            "    type: OS::Neutron::Port\n    properties: {network: NET}\n")
+    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+        headers = {"X-Auth-Token": place.alice.auth_token}
+        ok = c.post(f"/v1/{blue}/validate", headers=headers,
+                    json={"template": port.replace("NET", "alice-only")})
+        assert ok.status_code == 200, ok.text
+        bad = c.post(f"/v1/{blue}/validate", headers=headers,
+                     json={"template": port.replace("NET", "nobodys")})
+        assert bad.status_code == 400
+        assert "resources.p.properties.network: network 'nobodys' not found in the cloud" \
+            in bad.json()["error"]["message"]
+    assert place.trusts() == []  # a look makes no trust
+    # The engine's own project does not have alice's network: what a look without the
+    # caller's token would have said.
+    assert place.engine.network.find_network("alice-only") is None
+    rt.store.engine.dispose()

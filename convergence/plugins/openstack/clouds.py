@@ -150,6 +150,11 @@ class Clouds:
         if dropped is not None:
             dropped.close()
 
+    def as_caller(self, caller: Delegation) -> CallerClouds:
+        """The clouds as ``caller`` sees them, with the caller's own token: what validating a
+        template for a caller looks up (no trust is made for a look)."""
+        return CallerClouds(self, caller)
+
     def scope_problem(self, scope: CloudScope) -> str | None:
         """Why ``scope`` names no cloud this process can reach (None: it can): a cloud that no
         ``clouds.yaml`` has an entry for."""
@@ -178,7 +183,31 @@ class Clouds:
             self._connections.clear()
 
 
-def _connect(config: CloudConfig, trust_id: str | None = None) -> Any:
+class CallerClouds:
+    """:class:`Clouds` seen by one caller (``Clouds.as_caller``): a connection to a stack's
+    cloud authenticated by the caller's token, scoped to the caller's project; made on first
+    use, kept for this object's life (one validation), never shared."""
+
+    def __init__(self, clouds: Clouds, caller: Delegation) -> None:
+        self._clouds, self._caller = clouds, caller
+        self._connections: dict[str | None, Any] = {}
+
+    def connection(self, scope: CloudScope | str | None = None) -> Any:
+        cloud = scope.cloud if isinstance(scope, CloudScope) else scope
+        found = self._connections.get(cloud)
+        if found is None:
+            if cloud is None and not self._clouds.configured:
+                return self._clouds.connection(cloud)  # no Keystone of the caller's to ask
+            config = self._clouds._config(cloud)
+            with translated(f"connecting to cloud {config.cloud!r} for the caller"):
+                found = _connect(config, caller=self._caller)
+            setattr(found, lookups.ATTRIBUTE, lookups.Lookups())
+            self._connections[cloud] = found
+        return found
+
+
+def _connect(config: CloudConfig, trust_id: str | None = None,
+             caller: Delegation | None = None) -> Any:
     """A connection to ``config``'s cloud; with ``trust_id``, as the trustee of that Keystone
     trust: the cloud's credentials authenticate and the token is scoped by the trust (to the
     trustor's project, with the trustor's roles) instead of the configured project."""
@@ -202,7 +231,18 @@ def _connect(config: CloudConfig, trust_id: str | None = None) -> Any:
             .get_one(cloud=config.cloud)
     if trust_id:
         _scope_by_trust(cloud_region, trust_id)
+    elif caller is not None:
+        _as_caller(cloud_region, caller)
     return connection.Connection(config=cloud_region)
+
+
+def _as_caller(cloud_region: Any, caller: Delegation) -> None:
+    """Have ``cloud_region`` authenticate with ``caller``'s token, in the caller's project."""
+    from keystoneauth1 import loading
+
+    auth_url = cloud_region.config["auth"]["auth_url"]
+    cloud_region._auth = loading.get_plugin_loader("v3token").load_from_options(
+        auth_url=auth_url, token=caller.token, project_id=caller.project_id)
 
 
 def _scope_by_trust(cloud_region: Any, trust_id: str) -> None:
