@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 
 from convergence.engine.accounting import roll_back, rolls_back
-from convergence.engine.context import EngineContext, scope_of
+from convergence.engine.context import EngineContext
 from convergence.engine.stackdata import RecordData
 from convergence.engine.traversals import stack_event
+from convergence.engine.trusts import release_trust
 from convergence.ports.store import Tx
 from convergence.ports.views import (
     COMPLETE,
@@ -66,13 +67,8 @@ class Concluder:
         return follow
 
     def _release(self, stack: StackView) -> None:
-        """A deleted stack's trust is deleted (best effort: a cloud that refuses now keeps a
-        trust that can do nothing of this stack's any more)."""
-        try:
-            self.ctx.registry.release(scope_of(stack))
-        except Exception:
-            log.warning("the trust of deleted stack %s was not deleted", stack.id,
-                        exc_info=True)
+        """A deleted stack's trust is deleted (what cannot be now, the sweeper deletes)."""
+        release_trust(self.ctx, stack)
 
     def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> None:
         status = "COMPLETE" if ok else "FAILED"

@@ -17,7 +17,8 @@ a period. A sweep, each part in a short transaction of its own:
 5. fails the traversals past their deadline (finishing them rolls back, or not, per stack);
 6. deletes the plans of traversals that ended long ago;
 7. removes orphans, what steps made after their lease was taken over
-   (:mod:`convergence.engine.orphans`), each under its record's lease.
+   (:mod:`convergence.engine.orphans`), each under its record's lease;
+8. deletes the trusts deleted stacks still name (:mod:`convergence.engine.trusts`).
 
 What it returns is work for the dispatcher; every item is idempotent, so a sweep that offers
 something that was not lost after all costs a duplicate, never a second action.
@@ -39,6 +40,7 @@ from convergence.background import Loop
 from convergence.engine import orphans
 from convergence.engine.engine import Engine
 from convergence.engine.recording import abandon_operations
+from convergence.engine.trusts import release_spent_trusts
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, TakenOver
 from convergence.ports.work import FINISH, PLAN, Work, batches
@@ -50,6 +52,7 @@ LIMIT = 5000  # rows of one kind handled per sweep; the rest wait for the next
 PLAN_RETENTION_SECONDS = 3600.0  # a traversal's plan is kept this long after it ended
 PURGE_TRAVERSALS = 100
 ORPHANS_LIMIT = 100  # orphans removed per sweep (one cloud call each)
+TRUSTS_LIMIT = 20  # trusts of deleted stacks deleted per sweep (one cloud call each)
 
 
 @dataclass(slots=True)
@@ -140,6 +143,7 @@ class Sweeper:
         if purged:
             report.counts["plan rows purged"] += purged
         report.counts.update(orphans.reap(self.engine, ORPHANS_LIMIT))
+        report.counts["trusts deleted"] += release_spent_trusts(self.engine.ctx, TRUSTS_LIMIT)
         for key in [k for k, v in report.counts.items() if not v]:
             del report.counts[key]
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from convergence.engine.context import scope_of
 from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
+from convergence.engine.trusts import release_trust
 from convergence.errors import CloudRefused, Conflict, NotFound, PreconditionFailed
 from convergence.plugins.base import (
     DEFAULT_SCOPE,
@@ -329,13 +330,9 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
         return blob
 
     blob = rt.store.transact(abandon)
-    if abandoned and abandoned[0].trust_id is not None:
+    if abandoned:
         # What is kept is the caller's, in the caller's project: the engine's trust goes.
-        try:
-            rt.registry.release(scope_of(abandoned[0]))
-        except Exception:
-            log.warning("the trust of abandoned stack %s was not deleted", abandoned[0].id,
-                        exc_info=True)
+        release_trust(rt.engine.ctx, abandoned[0])
     return blob
 
 

@@ -106,6 +106,7 @@ class StackRow(Base):
     __table_args__ = (
         Index("ix_stacks_tenant_name", "tenant", "name"),
         Index("ix_stacks_observe", "observe", "observed_at"),
+        Index("ix_stacks_trust", "trust_id"),
         # One live stack of a name per tenant: creates racing on a name end with one stack.
         Index("ix_stacks_tenant_live_name", "tenant", "name", unique=True,
               sqlite_where=text("deleted_at IS NULL"),

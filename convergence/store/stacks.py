@@ -106,6 +106,13 @@ class StackQueries(TxPart):
         ).order_by(T_STACK.c.observed_at.is_not(None), T_STACK.c.observed_at).limit(limit)
         return [stack_view(r) for r in self.conn.execute(query)]
 
+    def spent_trusts(self, limit: int) -> list[StackView]:
+        """Deleted (or abandoned) stacks that still name a trust: one whose deletion did not
+        happen (a process died after the stack's end, or the cloud refused for now)."""
+        query = select(T_STACK).where(T_STACK.c.trust_id.is_not(None),
+                                      T_STACK.c.deleted_at.is_not(None)).limit(limit)
+        return [stack_view(r) for r in self.conn.execute(query)]
+
     def update_stack(self, stack_id: str, **values: Any) -> None:
         self.conn.execute(update(T_STACK).where(T_STACK.c.id == stack_id)
                           .values(updated_at=self.now, **values))

@@ -266,3 +266,34 @@ def test_a_keystone_callers_template_validates_against_the_callers_project(
     # caller's token would have said.
     assert place.engine.network.find_network("alice-only") is None
     rt.store.engine.dispose()
+
+
+def test_a_trust_keystone_could_not_delete_then_is_deleted_by_the_sweeper(
+        tmp_path: Path, place: Place) -> None:
+    from convergence.engine.sweeper import Sweeper
+    from convergence.simcloud.client import SimControl
+
+    rt = runtime(tmp_path, place, auth="keystone")
+    blue = place.project("blue")
+    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
+    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+        headers = {"X-Auth-Token": place.alice.auth_token}
+        r = c.post(f"/v1/{blue}/stacks", headers=headers,
+                   json={"stack_name": "brief", "template": TEMPLATE})
+        stack_id = r.json()["stack"]["id"]
+        assert running.wait_for_stack(rt, blue, stack_id).stack_status == "CREATE_COMPLETE"
+        # Keystone is down when the stack ends: its trust stays, and the stack says so.
+        SimControl(place.url).add_rule("unavailable", service="identity", method="DELETE",
+                                       count=1)
+        assert c.delete(f"/v1/{blue}/stacks/brief/{stack_id}", headers=headers).status_code \
+            == 204
+        assert running.wait_for_stack(rt, blue, stack_id).stack_status == "DELETE_COMPLETE"
+    assert len(place.trusts()) == 1
+    with rt.store.read() as tx:
+        assert tx.stack(stack_id).trust_id == place.trusts()[0]["id"]
+    report = Sweeper(rt.engine, period=5.0).sweep(force=True)
+    assert report.counts["trusts deleted"] == 1
+    assert place.trusts() == []
+    with rt.store.read() as tx:
+        assert tx.stack(stack_id).trust_id is None
+    rt.store.engine.dispose()

@@ -32,7 +32,6 @@ from convergence.plugins.base import (
     Delegation,
     PluginHost,
     ResourceFailure,
-    RetryLater,
 )
 from convergence.plugins.openstack import lookups
 from convergence.plugins.openstack.errors import Absent, translated
@@ -134,16 +133,20 @@ class Clouds:
 
     def release(self, scope: CloudScope) -> None:
         """Delete the trust of ``scope`` (with its own token: an impersonating trust's token
-        is the trustor's) and forget its connection; a trust already gone is fine."""
+        is the trustor's) and forget its connection. A trust already gone is fine; one
+        Keystone refuses to delete for good is left (said in the log); ``RetryLater`` when
+        Keystone cannot answer now (the sweeper tries again)."""
         if scope.trust_id is None:
             return
-        conn = self.connection(scope)
         try:
+            conn = self.connection(scope)
             with translated("deleting the engine's trust"):
                 sdk_exceptions.raise_from_response(conn.identity.delete(
                     f"/OS-TRUST/trusts/{scope.trust_id}", raise_exc=False))
-        except (Absent, ResourceFailure, RetryLater) as exc:
-            log.warning("the trust of a deleted stack was not deleted: %s", exc)
+        except Absent:
+            pass
+        except ResourceFailure as exc:
+            log.warning("a deleted stack's trust could not be deleted: %s", exc)
         with self._lock:
             dropped = self._connections.pop((self._config(scope.cloud).cloud, scope.trust_id),
                                             None)

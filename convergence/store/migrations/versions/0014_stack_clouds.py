@@ -1,7 +1,7 @@
 """A stack's cloud: ``cloud`` names the ``clouds.yaml`` entry its resources live in (null: the
 engine's own cloud) and ``trust_id`` the Keystone trust its caller gave the engine (null: the
 cloud's own credentials), so that work outliving the caller's token is done in the caller's
-project.
+project; the index finds the trusts of deleted stacks still to be deleted.
 
 Revision ID: 0014
 Revises: 0013
@@ -28,9 +28,11 @@ def upgrade() -> None:
     with op.batch_alter_table("stacks") as batch:
         batch.add_column(sa.Column("cloud", sa.String(255), nullable=True))
         batch.add_column(sa.Column("trust_id", sa.String(64), nullable=True))
+    op.create_index("ix_stacks_trust", "stacks", ["trust_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_stacks_trust", table_name="stacks")
     with op.batch_alter_table("stacks") as batch:
         batch.drop_column("trust_id")
         batch.drop_column("cloud")
