@@ -23,10 +23,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two processes (pytest-xdist); the tiers that start processes of their own run in one group
-# (tests/conftest.py). `pytest` without `-n` runs in one process.
+# The tests that start no processes of their own in two processes (pytest-xdist), then the
+# fault and integration tiers alone (tests/conftest.py). `pytest` alone runs everything in one.
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 -m "not processes"
+	$(BIN)/python -m pytest -m processes tests/faults tests/integration
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
