@@ -12,8 +12,6 @@ generation, or, for a failure the stack wants rolled back, starts the rollback
 
 from __future__ import annotations
 
-import logging
-
 from convergence.engine.accounting import roll_back, rolls_back
 from convergence.engine.context import EngineContext
 from convergence.engine.stackdata import RecordData
@@ -30,8 +28,6 @@ from convergence.ports.views import (
 )
 from convergence.ports.work import FINISH, PLAN, Work, batches
 from convergence.template import StackIdentity, TemplateError, UnknownValue
-
-log = logging.getLogger(__name__)
 
 
 class Concluder:
@@ -61,14 +57,10 @@ class Concluder:
             else:
                 self._conclude(tx, stack, trav, ok)
             gone = ok and trav.action == "DELETE"
-        if gone and stack.trust_id is not None:
-            self._release(stack)
+        if gone:  # its trust goes with it (what cannot now, the sweeper deletes)
+            release_trust(self.ctx, stack)
         self.ctx.tell_observers()
         return follow
-
-    def _release(self, stack: StackView) -> None:
-        """A deleted stack's trust is deleted (what cannot be now, the sweeper deletes)."""
-        release_trust(self.ctx, stack)
 
     def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> None:
         status = "COMPLETE" if ok else "FAILED"

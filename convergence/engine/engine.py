@@ -217,4 +217,3 @@ class Engine:
     def resume(self, traversal_id: str) -> list[Work]:
         """Work that re-drives a traversal from the database (after a crash or a Ctrl-C)."""
         return self.concluder.resume(traversal_id)
-

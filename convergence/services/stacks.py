@@ -122,7 +122,11 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
         stack, traversal_id = rt.store.transact(accepted)
     except BaseException:
         if scope.trust_id is not None:  # nothing refers to the trust made for it
-            rt.registry.release(scope)
+            try:
+                rt.registry.release(scope)
+            except Exception:  # the refusal is what the caller is told, not this
+                log.warning("the trust of a refused stack %s was not deleted", name,
+                            exc_info=True)
         raise
     _start(rt, traversal_id)
     return stack

@@ -65,19 +65,15 @@ def reference(value: Any) -> str | None:
     is ``"resource X"``, a literal name or id itself; anything else (another call) None."""
     if isinstance(value, str):
         return value
-    if isinstance(value, Call) and value.name == "get_resource" and isinstance(value.args, str):
-        return f"resource {value.args}"
-    if isinstance(value, Mapping) and len(value) == 1 and "get_resource" in value \
-            and isinstance(value["get_resource"], str):
-        return f"resource {value['get_resource']}"
-    return None
+    target = referenced_resource(value)
+    return None if target is None else f"resource {target}"
 
 
 def referenced_resource(value: Any) -> str | None:
     """The resource ``get_resource: X`` names (None for anything else)."""
-    ref = reference(value)
-    return ref[len("resource "):] if ref is not None and ref.startswith("resource ") \
-        and not isinstance(value, str) else None
+    if isinstance(value, Call) and value.name == "get_resource" and isinstance(value.args, str):
+        return value.args
+    return None
 
 
 def with_implicit(graph: Mapping[str, frozenset[str]], rules: Mapping[str, ImplicitRule],

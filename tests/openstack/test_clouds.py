@@ -111,6 +111,13 @@ def runtime(tmp_path: Path, place: Place, **settings: Any) -> Runtime:
         environ={"OS_CLOUD": "engine", "OS_CLIENT_CONFIG_FILE": str(place.clouds_file)})
 
 
+def keystone_api(rt: Runtime, place: Place) -> TestClient:
+    """The API over ``rt`` authenticating callers with the simulated cloud's Keystone (the
+    engine's own token validating theirs)."""
+    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
+    return TestClient(create_app(rt, drive_dispatcher=False, authenticator=service))
+
+
 def test_a_stack_named_cloud_holds_its_resources(tmp_path: Path, place: Place) -> None:
     rt = runtime(tmp_path, place)
     with pytest.raises(TemplateError) as caught:
@@ -141,13 +148,12 @@ def test_keystone_callers_stacks_live_in_their_project_through_a_trust(
     rt = runtime(tmp_path, place, auth="keystone")
     blue = place.project("blue")
     alice_token = place.alice.auth_token
-    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
     answers: list[str] = []
     # A network only alice's project has: the template naming it is checked in her project.
     place.alice.network.create_network(name="alice-net")
     template = TEMPLATE + ("  extra:\n    type: OS::Neutron::Port\n"
                            "    properties: {network: alice-net}\n")
-    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+    with keystone_api(rt, place) as c:
         r = c.post(f"/v1/{blue}/stacks", headers={"X-Auth-Token": alice_token},
                    json={"stack_name": "mine", "template": template})
         assert r.status_code == 201, r.text
@@ -190,8 +196,7 @@ def test_keystone_callers_stacks_live_in_their_project_through_a_trust(
 def test_an_admin_for_another_project_or_a_refused_trust(tmp_path: Path, place: Place) -> None:
     rt = runtime(tmp_path, place, auth="keystone")
     blue = place.project("blue")
-    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
-    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+    with keystone_api(rt, place) as c:
         # Alice may not put her stack in a cloud the operator did not open to callers.
         r = c.post(f"/v1/{blue}/stacks", headers={"X-Auth-Token": place.alice.auth_token},
                    json={"stack_name": "s", "template": TEMPLATE, "cloud": "engine"})
@@ -214,8 +219,7 @@ def test_an_abandoned_stack_keeps_its_resources_but_not_the_trust(
         tmp_path: Path, place: Place) -> None:
     rt = runtime(tmp_path, place, auth="keystone")
     blue = place.project("blue")
-    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
-    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+    with keystone_api(rt, place) as c:
         r = c.post(f"/v1/{blue}/stacks", headers={"X-Auth-Token": place.alice.auth_token},
                    json={"stack_name": "kept", "template": TEMPLATE})
         assert r.status_code == 201, r.text
@@ -248,10 +252,9 @@ def test_a_keystone_callers_template_validates_against_the_callers_project(
     rt = runtime(tmp_path, place, auth="keystone")
     blue = place.project("blue")
     place.alice.network.create_network(name="alice-only")
-    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
     port = ("heat_template_version: 2018-08-31\nresources:\n  p:\n"
             "    type: OS::Neutron::Port\n    properties: {network: NET}\n")
-    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+    with keystone_api(rt, place) as c:
         headers = {"X-Auth-Token": place.alice.auth_token}
         ok = c.post(f"/v1/{blue}/validate", headers=headers,
                     json={"template": port.replace("NET", "alice-only")})
@@ -275,8 +278,7 @@ def test_a_trust_keystone_could_not_delete_then_is_deleted_by_the_sweeper(
 
     rt = runtime(tmp_path, place, auth="keystone")
     blue = place.project("blue")
-    service = KeystoneTokens(place.url + "/v3", place.engine.auth_token)
-    with TestClient(create_app(rt, drive_dispatcher=False, authenticator=service)) as c:
+    with keystone_api(rt, place) as c:
         headers = {"X-Auth-Token": place.alice.auth_token}
         r = c.post(f"/v1/{blue}/stacks", headers=headers,
                    json={"stack_name": "brief", "template": TEMPLATE})
