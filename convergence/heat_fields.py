@@ -60,3 +60,4 @@ class StackQuery:
     marker: str | None = None  # the page starts after this stack id
     limit: int | None = None
     include_deleted: bool = False
+    show_nested: bool = False  # nested stacks are listed too (Heat's ``show_nested``)

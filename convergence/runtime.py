@@ -26,6 +26,7 @@ from convergence.plugins.registry import PluginRegistry
 from convergence.ports.clock import Clock, SystemClock
 from convergence.ports.dispatch import Dispatcher
 from convergence.ports.work import Work
+from convergence.services.children import ChildStackService
 from convergence.services.holds import StackHolds
 from convergence.settings import Settings
 from convergence.store.db import make_engine, sqlite_folder
@@ -86,9 +87,11 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     # The plugins' backends, built from what every plugin is handed: the clock, the store's
     # entity tables (and the environment, for their own settings).
     environ = os.environ if environ is None else environ
+    children = ChildStackService()  # nested stacks: the engine's own stacks, as a backend
     registry = (registry or PluginRegistry.from_entry_points()).bind(
         PluginHost(now=clock.now, entity_tables=SqlEntityTables(db), environ=environ,
-                   fallback_cloud=_embedded_cloud(settings) if settings.embedded else None))
+                   fallback_cloud=_embedded_cloud(settings) if settings.embedded else None,
+                   stacks=children))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
@@ -113,5 +116,7 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
             dispatcher.every(min(settings.sweep_seconds,
                                  observe_pass_seconds(settings.observe_seconds or 60.0)),
                              periodic)
-    return Runtime(settings, clock, store, registry, engine, dispatcher,
-                   StackHolds(store, settings.lease_seconds))
+    runtime = Runtime(settings, clock, store, registry, engine, dispatcher,
+                      StackHolds(store, settings.lease_seconds))
+    children.attach(runtime)
+    return runtime

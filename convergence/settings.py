@@ -66,6 +66,10 @@ class Settings:
     # Heat's action_retry_limit: how many times a create that failed in the cloud (a server
     # in ERROR) is tried again, each time by replacing what failed.
     action_retry_limit: int = 5
+    # Nested stacks: how deep a tree of them may go (a top-level stack is at depth 0), and
+    # how many resources a whole tree may hold (0: no limit).
+    max_nested_depth: int = 5
+    max_tree_resources: int = 0
     # The observer (convergence.engine.observer): each stack opted in is looked at once per
     # this many seconds (None: no observer), at most ``observe_per_pass`` resources a pass.
     observe_seconds: float | None = None
@@ -153,6 +157,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         batch_size=int(get("BATCH_SIZE") or 200),
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
         action_retry_limit=int(get("ACTION_RETRY_LIMIT") or 5),
+        max_nested_depth=int(get("MAX_NESTED_DEPTH") or 5),
+        max_tree_resources=int(get("MAX_TREE_RESOURCES") or 0),
         observe_seconds=_seconds(get("OBSERVE_SECONDS")),
         observe_per_pass=int(get("OBSERVE_PER_PASS") or 100),
         inline_seconds=float(get("INLINE_SECONDS") or 0.5),

@@ -4,8 +4,8 @@ which stops when the client goes away.
 Callers: ``convergence.api.stacks.list_resources`` (``GET .../stacks/{name}/{id}/resources``).
 
 Heat's parameters: ``nested_depth`` (a non-negative integer: how many levels of nested stacks
-to list too; no resource type owns a nested stack yet, so every depth lists the stack's own
-resources), ``with_detail`` (a boolean: each resource's ``description`` and ``attributes``
+to list too; their resources follow the stack's own, each with ``parent_resource``, the
+resource of its parent that made its stack), ``with_detail`` (a boolean: each resource's ``description`` and ``attributes``
 too), and the filters ``type``, ``status``, ``name``, ``action``, ``id`` and
 ``physical_resource_id`` (each repeatable: any of the values matches; a status matches
 ``COMPLETE`` or, as listed, ``CREATE_COMPLETE``; ``id`` is a resource's logical id, i.e. its
@@ -166,7 +166,8 @@ class _Stream(StreamingResponse):
 
 
 def _encode(base: str, stack: StackView, found: ResourcePage, detail: bool) -> bytes:
-    items = (views.resource_item(base, stack, r, found.users(r), detail=detail)
+    owner = found.stack or stack  # a nested stack's page names it
+    items = (views.resource_item(base, owner, r, found.users(r), detail=detail)
              for r in found.records)
     return b",".join(_dumps(item) for item in items)
 

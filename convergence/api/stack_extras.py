@@ -8,7 +8,8 @@ lives here rather than in ``convergence.api.stacks``. Requests are read with
 ``convergence.api.requests``; every read and change is a use case of ``convergence.services``.
 
 - ``GET /stacks``: filters ``id``, ``name``, ``status``, ``action`` (repeatable; a status
-  matches ``COMPLETE`` or ``CREATE_COMPLETE``), ``show_deleted``, ``sort_keys`` (repeatable:
+  matches ``COMPLETE`` or ``CREATE_COMPLETE``), ``show_deleted``, ``show_nested`` (nested
+  stacks are left out unless it is true, as in Heat), ``sort_keys`` (repeatable:
   ``stack_name``, ``stack_status``, ``creation_time``, ``updated_time``), ``sort_dir``,
   ``limit``/``marker`` paging (``convergence.services.pages``) and ``with_count`` (adds
   ``count``, the number before paging); each stack with its template's ``description``.
@@ -67,7 +68,8 @@ def list_stacks(request: Request, tenant_id: str,
         sort_keys=query.getlist("sort_keys") or ["creation_time"],
         descending=sort_dir == "desc", marker=query.get("marker") or None,
         limit=int_param(query.get("limit"), "limit"),
-        include_deleted=flag(query.get("show_deleted"), False))
+        include_deleted=flag(query.get("show_deleted"), False),
+        show_nested=flag(query.get("show_nested"), False))
     found = pages.stack_page(rt, tenant_id, wanted)
     listed = found.stacks
     body: dict[str, Any] = {}

@@ -42,7 +42,7 @@ def stack_summary(base: str, s: StackView, *, description: str = "") -> dict[str
         "updated_time": iso(s.updated_at),
         "deletion_time": iso(s.deleted_at),
         "stack_owner": None,
-        "parent": None,
+        "parent": s.parent_id,
         "stack_user_project_id": None,
         "tags": None,
         "generation": s.generation,
@@ -88,10 +88,25 @@ def resource_item(base: str, s: StackView, r: RecordView, required_by: Sequence[
                   {"href": stack_href, "rel": "stack"}],
         "generation": r.generation,
     }
+    nested = _nested_stack_url(base, s, r)
+    if nested is not None:
+        out["links"].append({"href": nested, "rel": "nested"})
+    if s.parent_resource is not None:
+        out["parent_resource"] = s.parent_resource
     if detail:
         out["description"] = ""
         out["attributes"] = dict(r.attributes)
     return out
+
+
+def _nested_stack_url(base: str, s: StackView, r: RecordView) -> str | None:
+    """The nested stack a resource made (its attributes name it), as Heat links it."""
+    child_id = r.attributes.get("OS::stack_id") if r.attributes else None
+    child_name = r.attributes.get("OS::stack_name") if r.attributes else None
+    if not isinstance(child_id, str) or not isinstance(child_name, str):
+        return None
+    return f"{base}/v1/{quote(s.tenant, safe='')}/stacks/{quote(child_name, safe='')}/" \
+        f"{quote(child_id, safe='')}"
 
 
 def event_item(base: str, s: StackView, e: EventView) -> dict[str, Any]:

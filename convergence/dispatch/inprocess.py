@@ -123,6 +123,11 @@ class InProcessDispatcher:
         with self._lock:
             return len(self._heap)
 
+    def queued(self) -> list[Work]:
+        """The queued work items, soonest first (for tests and tools: what waits to run)."""
+        with self._lock:
+            return [i.work for i in sorted(self._heap)]
+
     def _take_due(self, limit: int) -> list[_Item]:
         now = self._clock.now()
         with self._lock:

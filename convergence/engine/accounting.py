@@ -14,7 +14,7 @@ from collections import Counter
 
 from convergence.engine.claim import Batch, Claimer
 from convergence.engine.context import EngineContext, next_step_delay
-from convergence.engine.step import DONE, FAILED, PENDING, RELEASED, RETRY, StepResult
+from convergence.engine.step import DONE, FAILED, PARKED, PENDING, RELEASED, RETRY, StepResult
 from convergence.engine.traversals import begin_rollback, stack_event
 from convergence.ports.store import Tx
 from convergence.ports.views import DONE as DONE_STATE
@@ -65,6 +65,7 @@ class Accountant:
         done: list[int] = []
         failed: list[int] = []
         released: list[int] = []
+        parked: list[int] = []  # waiting on an event of the engine's own: no poll
         failure = ""
         due: list[tuple[int, int, float]] = []  # polls: (seq, fencing token, delay)
         check_failed: set[int] = set()  # checked, found wrong: done, but counted as failed
@@ -76,6 +77,8 @@ class Accountant:
                     failure = failure or r.reason
             elif r.outcome == RELEASED:
                 released.append(r.seq)
+            elif r.outcome == PARKED:
+                parked.append(r.seq)
             elif r.outcome == FAILED:
                 failed.append(r.seq)
                 failure = failure or r.reason
@@ -90,6 +93,9 @@ class Accountant:
         # resource done reads it whole (a server: several calls), and a batch of them in one
         # message would be read one after the other while other workers wait idle.
         follow.extend(polls(trav.id, due, min(ctx.batch_size, POLLS_PER_MESSAGE)))
+        if parked:
+            # Woken while their step ran (the event came first): stepped again at once.
+            released.extend(tx.park_nodes(trav.id, parked))
         finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
         done = [n.seq for n in finished_nodes]
         failed_nodes = tx.finish_nodes(trav.id, failed, FAILED_STATE)

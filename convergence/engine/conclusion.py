@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from convergence.engine.accounting import roll_back, rolls_back
 from convergence.engine.context import EngineContext
+from convergence.engine.nesting import wake_parent
 from convergence.engine.stackdata import RecordData
-from convergence.engine.traversals import stack_event
+from convergence.engine.traversals import stack_event, stop_children
 from convergence.engine.trusts import release_trust
 from convergence.ports.store import Tx
 from convergence.ports.views import (
@@ -54,15 +55,17 @@ class Concluder:
             self.ctx.finishes += 1
             if not ok and rolls_back(stack, trav):
                 follow = roll_back(tx, stack, trav, trav.failure)
-            else:
-                self._conclude(tx, stack, trav, ok)
+            elif self._conclude(tx, stack, trav, ok):
+                # A nested stack's end wakes its parent's resource, in this transaction.
+                ended = tx.stack(stack.id)
+                follow = wake_parent(tx, ended) if ended is not None else []
             gone = ok and trav.action == "DELETE"
         if gone:  # its trust goes with it (what cannot now, the sweeper deletes)
             release_trust(self.ctx, stack)
         self.ctx.tell_observers()
         return follow
 
-    def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> None:
+    def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> bool:
         status = "COMPLETE" if ok else "FAILED"
         values: dict[str, object] = {
             "action": trav.action, "status": status,
@@ -85,9 +88,12 @@ class Concluder:
                 # Resources before the traversal's row: the order every transaction keeps.
                 tx.fail_pending_operations(
                     stack.id, f"abandoned: Stack {trav.action} failed")
+                stop_children(tx, stack, f"Stack {trav.action} failed")
             tx.end_traversal(trav.id, COMPLETE if ok else TRAVERSAL_FAILED)
             tx.add_events(stack.id, trav.id, trav.generation, [
                 stack_event(stack, trav.action, status, str(values["status_reason"]))])
+            return True
+        return False
 
     def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView) -> dict[str, object]:
         if trav.template_id is None:

@@ -10,6 +10,7 @@ the services read), and the services (``convergence.services.templates`` and ``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from convergence.template.source import Limits
 def build_definition(content: TemplateContent, catalog: TypeCatalog,
                      limits: Limits | None = None,
                      custom_constraints: CustomConstraints = COMMON_CONSTRAINTS,
-                     ) -> StackDefinition:
+                     max_nesting: int | None = None) -> StackDefinition:
     """Validate stored content into a definition (raises TemplateError if it is invalid).
 
     ``custom_constraints``: the use cases pass the cloud's when they accept a request; the
@@ -40,6 +41,8 @@ def build_definition(content: TemplateContent, catalog: TypeCatalog,
             for i, doc in enumerate(content.environments)]
     problems.raise_if_any()
     limits = limits or Limits(max_bytes=max(len(content.text.encode()) + 1, 1024 * 1024))
+    if max_nesting is not None:
+        limits = dataclasses.replace(limits, max_nesting=max_nesting)
     return validate_stack(content.text, catalog=catalog, environments=envs,
                           parameters=dict(content.parameters), files=dict(content.files),
                           limits=limits, custom_constraints=custom_constraints)

@@ -18,6 +18,9 @@ from convergence.ports.views import NewEvent, NodeView, RecordChange, RecordView
 from convergence.template import StackDefinition
 
 DONE, FAILED, PENDING, RETRY = "done", "failed", "pending", "retry"
+# Not finished, nothing to poll: the node parks until the event it waits on (a nested stack's
+# end) wakes it; its record keeps the operation, with no lease and no watch.
+PARKED = "parked"
 CHECK = "CHECK"
 RELEASED = "released"  # not started: the lease let go of, the node offered to others
 # Not finished: the resource must be replaced, and nothing was done yet. The batch makes the
@@ -42,7 +45,7 @@ class Replacement:
 @dataclass(slots=True)
 class StepResult:
     seq: int
-    outcome: str  # done | failed | pending | retry | released | replace
+    outcome: str  # done | failed | pending | parked | retry | released | replace
     changes: list[RecordChange] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     delay: float = 0.0

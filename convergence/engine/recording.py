@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from convergence.engine.accounting import Accountant
 from convergence.engine.claim import Batch
 from convergence.engine.context import EngineContext, next_step_delay
-from convergence.engine.step import FAILED, PENDING, RETRY, StepResult
+from convergence.engine.step import FAILED, PARKED, PENDING, RETRY, StepResult
 from convergence.ports.store import Tx
 from convergence.ports.views import RUNNING, NewEvent, NewOrphan, RecordChange, StackView
 from convergence.ports.work import Work, batches, merge
@@ -119,7 +119,7 @@ class Recorder:
         if stack.status == "IN_PROGRESS":
             return []
         waiting = [r.changes[0].record_id for r in kept
-                   if r.changes and r.outcome in (PENDING, RETRY)]
+                   if r.changes and r.outcome in (PENDING, PARKED, RETRY)]
         return abandon_operations(tx, stack, waiting)
 
     @staticmethod

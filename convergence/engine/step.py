@@ -25,6 +25,7 @@ from convergence.engine.outcomes import (
     CHECK,
     DONE,
     FAILED,
+    PARKED,
     PENDING,
     RELEASED,
     REPLACE,
@@ -46,13 +47,15 @@ from convergence.plugins.base import (
 )
 from convergence.ports.views import NewEvent, RecordChange, RecordView
 from convergence.template import StackIdentity, TemplateError, UnknownValue
+from convergence.template.files import is_template_reference
+from convergence.template.nesting import template_child, template_digest
 from convergence.template.properties import with_defaults
 
 log = logging.getLogger(__name__)
 # The values a step answers with live in ``outcomes``; named here too, for the batch runner,
 # the recorder and the accountant that read them.
-__all__ = ["CHECK", "DONE", "FAILED", "PENDING", "RELEASED", "REPLACE", "RETRY", "Replacement",
-           "StepInput", "StepResult", "Stepper", "observed_of"]
+__all__ = ["CHECK", "DONE", "FAILED", "PARKED", "PENDING", "RELEASED", "REPLACE", "RETRY",
+           "Replacement", "StepInput", "StepResult", "Stepper", "observed_of"]
 
 def observed_of(record: RecordView, worked_on: bool = True) -> Observed:
     return Observed(
@@ -160,6 +163,10 @@ class Stepper(ObservingSteps):
                 StackIdentity(inp.stack.name, inp.stack.id, inp.stack.tenant),
                 data=RecordData(inp.heads))
             props = with_defaults(plugin.schema.properties, resolver.properties(name))
+            if is_template_reference(rtype):
+                # A template resource: its properties are its child's parameters, and what
+                # the child is made from counts as one more (a new file updates the child).
+                props = {"parameters": props, "template": template_digest(definition, name)}
         except UnknownValue as exc:
             return self.fail(inp, record, inp.token, _action_for(record),
                                 f"a value it needs is not available: {exc.what}")
@@ -278,6 +285,11 @@ class Stepper(ObservingSteps):
         if attempt is None:
             attempt = int((record.operation or {}).get("attempt", 1))
         ctx = self._context(inp.stack, record, inp.lease_good, token)
+        definition = inp.definition
+        if definition is not None and "parameters" in props and \
+                is_template_reference(definition.resource_types.get(inp.node.name, "")):
+            ctx = dataclasses.replace(ctx, child=template_child(
+                definition, inp.node.name, props["parameters"]))
         try:
             _check_lease(inp)
             if poll:
@@ -334,7 +346,8 @@ class Stepper(ObservingSteps):
                 # traversal planned meanwhile deletes neither before this one moves away.
                 "requires": sorted(set(record.requires) | set(requires)),
             })
-            result = StepResult(inp.node.seq, PENDING, [change], events, delay=progress.delay)
+            result = StepResult(inp.node.seq, PARKED if progress.park else PENDING, [change],
+                                events, delay=progress.delay)
         else:
             # An update that reports no attributes keeps the ones it had (a RandomString's
             # value must survive an in-place update).
@@ -443,7 +456,8 @@ class Stepper(ObservingSteps):
             change = RecordChange(record.id, inp.token, {
                 "action": DELETE, "status": "IN_PROGRESS",
                 "operation": {"action": DELETE, "state": dict(progress.state)}})
-            return StepResult(inp.node.seq, PENDING, [change], events, delay=progress.delay)
+            return StepResult(inp.node.seq, PARKED if progress.park else PENDING, [change],
+                              events, delay=progress.delay)
         events.append(NewEvent(record.name, record.physical_id, record.type, DELETE,
                                "COMPLETE", "state changed"))
         return StepResult(inp.node.seq, DONE,

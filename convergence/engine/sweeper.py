@@ -10,7 +10,8 @@ a period. A sweep, each part in a short transaction of its own:
    refused, and an event says whose lease was taken over; the current traversal's node for
    the record is offered again;
 2. offers again the ready nodes nobody has touched for a lease's length and nobody holds (their
-   message was lost: a Redis restart, a worker killed with messages in hand);
+   message was lost: a Redis restart, a worker killed with messages in hand), and wakes the
+   parked nodes whose nested stack has ended (the wake-up's message was lost);
 3. plans again the traversals still waiting to be planned (the planner died, or the API process
    died between committing the request and enqueueing its plan);
 4. finishes the running traversals with nothing left to do (the finish message was lost);
@@ -125,6 +126,10 @@ class Sweeper:
         with store.begin() as tx:
             for traversal_id, seqs in tx.idle_ready_nodes(lease, LIMIT).items():
                 report.counts["nodes offered again"] += len(seqs)
+                report.work.extend(batches(traversal_id, seqs, size))
+        with store.begin() as tx:
+            for traversal_id, seqs in tx.parked_nodes_done_waiting(LIMIT).items():
+                report.counts["parked nodes woken"] += len(seqs)
                 report.work.extend(batches(traversal_id, seqs, size))
         with store.begin() as tx:
             plans = tx.stalled_plans(self.period)

@@ -9,8 +9,10 @@ story commit together.
 
 from __future__ import annotations
 
+from convergence.engine.nesting import wake_parent
 from convergence.ports.store import Tx
 from convergence.ports.views import TRAVERSAL_FAILED, NewEvent, StackView
+from convergence.ports.work import Work
 
 STACK_TYPE = "OS::Heat::Stack"
 # An event status of our own (Heat has none for it): the traversal of ``generation`` stopped
@@ -63,13 +65,16 @@ def begin_rollback(tx: Tx, stack: StackView, reason: str) -> str:
                            reason=reason)
 
 
-def stop_traversal(tx: Tx, stack: StackView, reason: str) -> None:
+def stop_traversal(tx: Tx, stack: StackView, reason: str) -> list[Work]:
     """Cancel without rollback: a new generation that does nothing; the stack ends FAILED.
 
     Records left waiting on an operation are marked FAILED (their operation is abandoned; the
     next traversal finds what it made by the record's key), so nothing shows IN_PROGRESS in a
-    stack that is not.
+    stack that is not. Its nested stacks in progress stop too, and a nested stack's parent is
+    told (returned: the work that wakes its node).
     """
+    # The children first: each is locked after this stack, as every transaction does.
+    stop_children(tx, stack, reason)
     generation = stack.generation + 1
     # Records before the traversal row: the order in which steps lock them too.
     tx.fail_pending_operations(stack.id, reason)
@@ -80,3 +85,14 @@ def stop_traversal(tx: Tx, stack: StackView, reason: str) -> None:
                     traversal_id=traversal_id, status="FAILED", status_reason=reason)
     tx.add_events(stack.id, traversal_id, generation, [
         stack_event(stack, stack.action, "FAILED", reason)])
+    stopped = tx.stack(stack.id)
+    return wake_parent(tx, stopped) if stopped is not None else []
+
+
+def stop_children(tx: Tx, stack: StackView, reason: str) -> None:
+    """Stop the nested stacks of ``stack`` that are in progress (its own request ended
+    without them: failed, and not rolled back), as a cancel without rollback does."""
+    for child in tx.child_stacks(stack.id, in_progress=True):
+        locked = tx.stack(child.id, lock=True)
+        if locked is not None and locked.status == "IN_PROGRESS":
+            stop_traversal(tx, locked, f"{reason} (in its parent stack {stack.name})")

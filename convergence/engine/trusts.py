@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 def release_trust(ctx: EngineContext, stack: StackView) -> bool:
     """Delete the trust of a stack that is gone and forget it; False when that must wait
     (the sweeper tries again)."""
-    if stack.trust_id is None:
-        return True
+    if stack.trust_id is None or stack.parent_id is not None:
+        return True  # a nested stack uses its top-level stack's trust: that one's end ends it
     try:
         ctx.registry.release(scope_of(stack))
     except Exception as exc:

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from convergence.ports.entity_tables import EntityTables
+from convergence.template.nesting import ChildTemplate
 from convergence.template.properties import TypeSchema
 
 CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
@@ -69,6 +70,13 @@ class Progress:
     state: Mapping[str, Any] = field(default_factory=dict)
     delay: float = 0.0
     attributes: Mapping[str, Any] | None = None
+    # Not done, and nothing to poll: it waits on an event of the engine's own (a nested
+    # stack's end), which steps it again. Its node holds no worker, lease or timer meanwhile.
+    park: bool = False
+
+    @classmethod
+    def parked(cls, state: Mapping[str, Any], physical_id: str | None = None) -> Progress:
+        return cls(False, physical_id, state, 0.0, None, park=True)
 
     @classmethod
     def finished(cls, physical_id: str | None = None,
@@ -151,6 +159,37 @@ class PluginHost:
     # The environment of a cloud to use when ``environ`` names none, made on first use (the
     # embedded mode starts a simulated cloud): None, no such fallback.
     fallback_cloud: Callable[[], Mapping[str, str]] | None = None
+    # The engine's own stacks, for the types whose resources are nested stacks
+    # (a :class:`ChildStacks`); None: this runtime makes none.
+    stacks: object | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildState:
+    """A nested stack as its parent's resource sees it."""
+
+    id: str
+    name: str
+    action: str  # CREATE UPDATE DELETE ...
+    status: str  # IN_PROGRESS COMPLETE FAILED
+    reason: str
+    template_id: str | None  # what its latest request converges to
+    outputs: Mapping[str, Any]  # name -> value (an output that failed to resolve: None)
+    deleted: bool
+
+
+class ChildStacks(Protocol):
+    """The engine's stacks, as a resource that is a nested stack reaches them: every call is
+    idempotent, and the child's end wakes the resource's node (the plugin parks). The parent
+    is ``ctx``'s stack and the owner is ``ctx.owner``'s record. Refusals raise
+    :class:`ResourceFailure` (an invalid template, a tree too deep or too big)."""
+
+    def create(self, ctx: PluginContext, child: ChildTemplate,
+               timeout_mins: int | None = None) -> ChildState: ...
+    def update(self, ctx: PluginContext, child_id: str, child: ChildTemplate,
+               timeout_mins: int | None = None) -> ChildState: ...
+    def delete(self, ctx: PluginContext, child_id: str) -> ChildState | None: ...
+    def state(self, ctx: PluginContext, child_id: str) -> ChildState | None: ...
 
 
 # A backend a plugin talks to (a cloud's client, a table standing for a cloud API), built by a
@@ -185,6 +224,8 @@ class PluginContext:
     first_attempt: bool = False
     # The stack's cloud and credentials (see ``CloudScope``).
     scope: CloudScope = DEFAULT_SCOPE
+    # A template resource's child stack as its definition makes it (None: any other type).
+    child: ChildTemplate | None = None
 
     def check_lease(self) -> None:
         """Raise :class:`RetryLater` if the lease is gone (call right before a change)."""

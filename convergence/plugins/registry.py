@@ -30,6 +30,7 @@ from convergence.plugins.base import (
 )
 from convergence.template.common_constraints import COMMON_CONSTRAINTS, Layered
 from convergence.template.constraints import CustomConstraints
+from convergence.template.files import is_template_reference
 from convergence.template.properties import TypeSchema
 
 GROUP = "convergence.resources"
@@ -127,7 +128,14 @@ class PluginRegistry:
         return sorted(self._plugins)
 
     def plugin(self, type_name: str) -> type[Plugin] | None:
-        return self._plugins.get(type_name)
+        """The plugin of a type; for a type naming a template file, the template resource's
+        (a nested stack of that file)."""
+        found = self._plugins.get(type_name)
+        if found is None and is_template_reference(type_name):
+            from convergence.plugins.heat.nested import TemplateResource
+
+            return TemplateResource  # type: ignore[return-value]  # a ClassVar schema
+        return found
 
     def __contains__(self, type_name: object) -> bool:
         return type_name in self._plugins

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from convergence.ports.views import RecordView
+from convergence.ports.views import RecordView, StackView
 
 # events ---------------------------------------------------------------------------------------
 EVENT_TIME_KEYS = frozenset({"event_time", "created_at"})
@@ -98,6 +98,9 @@ class ResourcePage:
 
     records: tuple[RecordView, ...]
     required_by: RequiredBy = field(default_factory=dict)
+    # The nested stack the records are of, in a listing with ``nested_depth`` (None: the
+    # stack listed).
+    stack: StackView | None = None
 
     def users(self, record: RecordView) -> list[str]:
         """``required_by`` of one of the page's records."""

@@ -17,6 +17,9 @@ from typing import Any
 
 # Node states
 WAITING, READY, DONE, FAILED, SKIPPED = "WAITING", "READY", "DONE", "FAILED", "SKIPPED"
+# A node whose step waits on something outside its stack (a nested stack's end): it holds no
+# worker, lease or timer, and the event it waits for makes it READY again.
+PARKED = "PARKED"
 # Traversal states
 PLANNING, RUNNING, COMPLETE, SUPERSEDED = "PLANNING", "RUNNING", "COMPLETE", "SUPERSEDED"
 TRAVERSAL_FAILED = "FAILED"
@@ -67,6 +70,13 @@ class StackView:
     # the Keystone trust its caller gave the engine (None: the cloud's own credentials).
     cloud: str | None = None
     trust_id: str | None = None
+    # A nested stack: its parent stack, the parent's resource that made it and that
+    # resource's record (version); its depth below the top-level stack (0: top-level).
+    parent_id: str | None = None
+    parent_resource: str | None = None
+    parent_record_id: int | None = None
+    nested_depth: int = 0
+    root_id: str | None = None  # the top-level stack of its tree (None: it is one)
 
     @property
     def stack_status(self) -> str:

@@ -75,4 +75,7 @@ def page(stacks: Sequence[StackView], query: StackQuery) -> StackPage:
 
 def stack_page(rt: Runtime, tenant: str, query: StackQuery) -> StackPage:
     """The page of the tenant's stack list ``query`` asks for (one read of the list)."""
-    return page(list_stacks(rt, tenant, include_deleted=query.include_deleted), query)
+    found = list_stacks(rt, tenant, include_deleted=query.include_deleted)
+    if not query.show_nested:
+        found = [s for s in found if s.parent_id is None]
+    return page(found, query)

@@ -106,24 +106,62 @@ def resource_chunks(rt: Runtime, tenant: str, name_or_id: str, query: ResourceQu
 
     A page continues after the last resource of the one before (by its values, so a resource
     deleted meanwhile does not lose the place); each costs the same wherever it falls, so a
-    listing of N resources costs O(N). ``query.nested_depth``: no resource type owns a nested
-    stack yet, so the stack's own resources are the listing at any depth; a nested stack's
-    resources would follow here, each listing of a child one level shallower.
+    listing of N resources costs O(N). ``query.nested_depth``: the resources of the stack's
+    nested stacks follow its own (their pages name the nested stack), each nested stack's
+    listed with one level less, under the same filters; the limit counts them all, and the
+    marker places the stack's own resources only.
     """
     if chunk < 1:
         raise ValueError("chunk must be at least 1")
+    with rt.store.read() as tx:
+        stack = stack_or_404(tx, tenant, name_or_id)
+    left = query.limit
+    for page_ in _own_chunks(rt, stack, query, chunk, nested=None):
+        yield page_
+        if left is not None:
+            left -= len(page_.records)
+    yield from _nested_chunks(rt, stack, query, chunk, left)
+
+
+def _nested_chunks(rt: Runtime, stack: StackView, query: ResourceQuery, chunk: int,
+                   left: int | None) -> Generator[ResourcePage, None, None]:
+    """The resources of ``stack``'s nested stacks, ``query.nested_depth`` levels down."""
+    if query.nested_depth <= 0 or (left is not None and left <= 0):
+        return
+    with rt.store.read() as tx:
+        children = tx.child_stacks(stack.id)
+    deeper = dataclasses.replace(query, nested_depth=query.nested_depth - 1, marker=None,
+                                 limit=left)
+    for child in children:
+        for page_ in _own_chunks(rt, child, deeper, chunk, nested=child):
+            yield page_
+            if left is not None:
+                left -= len(page_.records)
+        if left is not None and left <= 0:
+            return
+        deeper = dataclasses.replace(deeper, limit=left)
+        for page_ in _nested_chunks(rt, child, deeper, chunk, left):
+            yield page_
+            if left is not None:
+                left -= len(page_.records)
+        deeper = dataclasses.replace(deeper, limit=left)
+
+
+def _own_chunks(rt: Runtime, stack: StackView, query: ResourceQuery, chunk: int,
+                nested: StackView | None) -> Generator[ResourcePage, None, None]:
+    """One stack's own resources, page by page (``nested``: the nested stack they are of,
+    named in each page)."""
     left = query.limit
     last: RecordView | None = None  # the last resource listed so far
-    stack_id = name_or_id
     while left is None or left > 0:
         size = chunk if left is None else min(chunk, left)
         with rt.store.read() as tx:
-            stack = stack_or_404(tx, tenant, stack_id)
-            stack_id = stack.id
             found = tx.resource_page(stack.id, dataclasses.replace(query, limit=size),
                                      after=last)
         if found is None:
             raise _not_a_resource(query, stack)
+        if nested is not None:
+            found = dataclasses.replace(found, stack=nested)
         yield found
         if len(found.records) < size:
             return

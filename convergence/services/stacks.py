@@ -58,6 +58,14 @@ def _expect(stack: StackView, expected_generation: int | None) -> None:
             f"{expected_generation}.")
 
 
+def _refuse_nested(stack: StackView, what: str) -> None:
+    """A nested stack is its parent's: its requests come from its parent's resource."""
+    if stack.parent_id is not None:
+        raise Conflict(f"The Stack ({stack.name}) is a nested stack (of resource "
+                       f"{stack.parent_resource} of stack {stack.parent_id}); it cannot be "
+                       f"{what} on its own: change its parent stack.")
+
+
 def _refuse_while_deleting(stack: StackView, what: str) -> None:
     if stack.action == "DELETE":
         raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be {what}.")
@@ -71,6 +79,16 @@ def _start(rt: Runtime, traversal_id: str) -> None:
         rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
     except Exception:
         log.exception("could not send the plan of traversal %s: the sweeper will", traversal_id)
+
+
+def _send(rt: Runtime, work: Sequence[Work]) -> None:
+    """Send committed work (a nested stack's parent woken); what is lost, the sweeper finds."""
+    if not work:
+        return
+    try:
+        rt.dispatcher.dispatch(list(work))
+    except Exception:
+        log.exception("could not send %d work items: the sweeper will", len(work))
 
 
 # Create, update, delete ----------------------------------------------------------------------
@@ -179,6 +197,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         stack = stack_or_404(tx, tenant, name_or_id)
         based_on = stack.template_id
         current = tx.template(based_on) if based_on else None
+    _refuse_nested(stack, "updated")
     _refuse_while_deleting(stack, "updated")
     _expect(stack, expected_generation)
     content = requested(current)
@@ -218,6 +237,7 @@ def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
         stack = locked_stack(tx, tenant, name_or_id)
         if stack.deleted_at is not None:
             return stack, None
+        _refuse_nested(stack, "deleted")
         _expect(stack, expected_generation)
         traversal_id = begin_traversal(tx, stack, "DELETE", None)
         return stack_or_404(tx, tenant, stack.id), traversal_id
@@ -237,6 +257,7 @@ def check_stack(rt: Runtime, tenant: str, name_or_id: str, *,
 
     def accepted(tx: Tx) -> tuple[StackView, str]:
         stack = locked_stack(tx, tenant, name_or_id)
+        _refuse_nested(stack, "checked")
         _refuse_while_deleting(stack, "checked")
         _expect(stack, expected_generation)
         if stack.status == "IN_PROGRESS":
@@ -264,8 +285,11 @@ def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = 
     is and the stack is ``CREATE_FAILED`` or ``UPDATE_FAILED`` at once. Conflict unless a
     create or update is in progress.
     """
+    wakes: list[Work] = []
+
     def accepted(tx: Tx) -> tuple[StackView, str | None]:
         stack = locked_stack(tx, tenant, name_or_id)
+        _refuse_nested(stack, "cancelled")
         _expect(stack, expected_generation)
         if stack.status != "IN_PROGRESS" or stack.action not in CANCELLABLE:
             raise Conflict(f"The Stack ({stack.name}) is {stack.stack_status}: only a create "
@@ -275,12 +299,13 @@ def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = 
             traversal_id = begin_rollback(
                 tx, stack, f"Stack {stack.action} cancelled: rolling back")
         else:
-            stop_traversal(tx, stack, f"Stack {stack.action} cancelled")
+            wakes[:] = stop_traversal(tx, stack, f"Stack {stack.action} cancelled")
         return stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accepted)
     if traversal_id is not None:
         _start(rt, traversal_id)
+    _send(rt, wakes)
     return stack
 
 
@@ -293,14 +318,19 @@ def reset_stack(rt: Runtime, tenant: str, name_or_id: str) -> tuple[StackView, i
     Nothing needs this to recover from a crash (the sweeper does that): it is for a human who
     wants a stack out of whatever it is doing now.
     """
+    wakes: list[Work] = []
+
     def reset(tx: Tx) -> tuple[StackView, int]:
         stack = locked_stack(tx, tenant, name_or_id)
         released = tx.release_stack_leases(stack.id)
         if stack.status == "IN_PROGRESS":
-            stop_traversal(tx, stack, f"Stack {stack.action} reset by an administrator")
+            wakes[:] = stop_traversal(tx, stack,
+                                      f"Stack {stack.action} reset by an administrator")
         return stack_or_404(tx, tenant, stack.id), released
 
-    return rt.store.transact(reset)
+    result = rt.store.transact(reset)
+    _send(rt, wakes)
+    return result
 
 
 # Abandon and mark-unhealthy --------------------------------------------------------------------
@@ -319,18 +349,13 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
         abandoned[:] = [stack]
         if stack.deleted_at is not None:
             raise NotFound(f"The Stack ({name_or_id}) could not be found.")
+        _refuse_nested(stack, "abandoned")
         if stack.status == "IN_PROGRESS":
             raise Conflict(f"Stack {stack.name} already has an action ({stack.action}) in "
                            "progress.")
         content = tx.template(stack.template_id) if stack.template_id else None
         blob = export_blob(stack, content, tx.records(stack.id))
-        tx.supersede_traversals(stack.id, keep="")
-        tx.forget_records(stack.id)
-        reason = "Stack abandoned: its resources were kept"
-        tx.update_stack(stack.id, action="DELETE", status="COMPLETE", status_reason=reason,
-                        traversal_id=None, deleted_at=tx.now)
-        tx.add_events(stack.id, None, stack.generation, [NewEvent(
-            stack.name, stack.id, "OS::Heat::Stack", "DELETE", "COMPLETE", reason)])
+        _forget(tx, stack, "Stack abandoned: its resources were kept")
         return blob
 
     blob = rt.store.transact(abandon)
@@ -338,6 +363,20 @@ def abandon_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
         # What is kept is the caller's, in the caller's project: the engine's trust goes.
         release_trust(rt.engine.ctx, abandoned[0])
     return blob
+
+
+def _forget(tx: Tx, stack: StackView, reason: str) -> None:
+    """Abandon a stack and its nested stacks: records forgotten, the stacks ended."""
+    for child in tx.child_stacks(stack.id):
+        locked = tx.stack(child.id, lock=True)
+        if locked is not None and locked.deleted_at is None:
+            _forget(tx, locked, f"{reason} (with its parent stack {stack.name})")
+    tx.supersede_traversals(stack.id, keep="")
+    tx.forget_records(stack.id)
+    tx.update_stack(stack.id, action="DELETE", status="COMPLETE", status_reason=reason,
+                    traversal_id=None, deleted_at=tx.now)
+    tx.add_events(stack.id, None, stack.generation, [NewEvent(
+        stack.name, stack.id, "OS::Heat::Stack", "DELETE", "COMPLETE", reason)])
 
 
 def mark_resource_health(rt: Runtime, tenant: str, name_or_id: str, resource: str,

@@ -149,7 +149,8 @@ def accept(rt: Runtime, content: TemplateContent, scope: CloudScope = DEFAULT_SC
     of this process (embedded: the one that plans it) keeps what was built."""
     check_content(content, rt.settings)
     definition = build_definition(content, rt.registry,
-                                  custom_constraints=rt.registry.custom_constraints(scope))
+                                  custom_constraints=rt.registry.custom_constraints(scope),
+                                  max_nesting=rt.settings.max_nested_depth)
     rt.engine.definitions.put(template_id(content), definition)
 
 

@@ -9,7 +9,8 @@ arithmetic.
 
 - ``templates``: what a stack should be, immutable and content-addressed (template text,
   files, environment documents, parameter values), with the template's description.
-- ``stacks``: a tenant's named desired state, with its generation counters and outcome.
+- ``stacks``: a tenant's named desired state, with its generation counters and outcome; a
+  nested stack names its parent stack and the resource record that made it.
 - ``resources``: one row per physical resource *version* (a replacement and what it replaces
   live side by side); the lease and fencing token of whoever works on it.
 - ``resource_requirements``: on SQLite, each record's ``requires`` as rows, kept by triggers
@@ -102,9 +103,20 @@ class StackRow(Base):
     # trust its caller gave the engine (None: the cloud's own credentials are used).
     cloud: Mapped[str | None] = mapped_column(String(255), nullable=True)
     trust_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # A nested stack: the stack whose resource made it, that resource's name and the record
+    # (version) that owns it (what its end wakes), and how deep it is (0: a top-level stack).
+    parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    parent_resource: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    parent_record_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    nested_depth: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # The top-level stack of its tree (None: it is one).
+    root_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
     __table_args__ = (
         Index("ix_stacks_tenant_name", "tenant", "name"),
+        Index("ix_stacks_parent", "parent_id"),
+        Index("ix_stacks_parent_record", "parent_record_id"),
+        Index("ix_stacks_root", "root_id"),
         Index("ix_stacks_observe", "observe", "observed_at"),
         Index("ix_stacks_trust", "trust_id"),
         # One live stack of a name per tenant: creates racing on a name end with one stack.
@@ -221,7 +233,12 @@ class NodeRow(Base):
     name: Mapped[str] = mapped_column(String(255))
     phase: Mapped[str] = mapped_column(String(8))  # converge | cleanup
     pending: Mapped[int] = mapped_column(Integer)  # predecessors not done yet
-    state: Mapped[str] = mapped_column(String(8))  # WAITING READY DONE FAILED SKIPPED
+    # WAITING READY PARKED DONE FAILED SKIPPED. PARKED: its step waits on something outside
+    # its stack (a nested stack's end) and holds nothing: that event makes it READY again.
+    state: Mapped[str] = mapped_column(String(8))
+    # Woken while it was not parked (its step was running): the park that step records does
+    # not hold, the node goes on at once.
+    woken: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     successors: Mapped[list[Any]] = mapped_column(JSON, default=list)  # seqs
     updated_at: Mapped[float] = mapped_column(Float)
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, select, update
 
 from convergence.ports.store import NewNode
-from convergence.ports.views import READY, SKIPPED, WAITING, NodeView
+from convergence.ports.views import PARKED, READY, SKIPPED, WAITING, NodeView
 from convergence.store import dialect
 from convergence.store.rows import T_NODE, TxPart, chunks, node_view
 
@@ -107,10 +107,37 @@ class NodeQueries(TxPart):
         for chunk in chunks(sorted(set(seqs))):
             rows = self.conn.execute(update(T_NODE).where(
                 T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                T_NODE.c.state.in_((WAITING, READY)),
+                T_NODE.c.state.in_((WAITING, READY, PARKED)),
             ).values(state=state, updated_at=self.now).returning(*T_NODE.c))
             changed.extend(node_view(r) for r in rows)
         return changed
+
+    def park_nodes(self, traversal_id: str, seqs: Sequence[int]) -> list[int]:
+        """Park ready nodes whose step waits on an outside event; returns those woken while
+        their step ran (the event came first): they stay ready, to be stepped again now."""
+        woken: list[int] = []
+        for chunk in chunks(sorted(set(seqs))):
+            rows = self.conn.execute(update(T_NODE).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                T_NODE.c.state == READY,
+            ).values(state=case((T_NODE.c.woken, READY), else_=PARKED), woken=False,
+                     updated_at=self.now).returning(T_NODE.c.seq, T_NODE.c.state))
+            woken.extend(r.seq for r in rows if r.state == READY)
+        return sorted(woken)
+
+    def wake_nodes(self, traversal_id: str, record_ids: Iterable[int]) -> list[int]:
+        """The event the nodes of these records wait on came: parked ones are ready again
+        (returned, to be offered); ready ones (their step running) are marked woken, so
+        that the park their step records does not hold."""
+        woken: list[int] = []
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(update(T_NODE).where(
+                T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
+                T_NODE.c.state.in_((READY, PARKED)),
+            ).values(woken=T_NODE.c.state == READY, state=READY, updated_at=self.now,
+                     ).returning(T_NODE.c.seq, T_NODE.c.woken))
+            woken.extend(r.seq for r in rows if not r.woken)
+        return sorted(woken)
 
     def release_successors(self, traversal_id: str, counts: Mapping[int, int]) -> list[int]:
         """Decrement successors' counters; returns the ones that became ready.

@@ -70,7 +70,9 @@ def stack_view(row: Any) -> StackView:
         outputs=row.outputs or {}, timeout_mins=row.timeout_mins,
         disable_rollback=row.disable_rollback, created_at=row.created_at,
         updated_at=row.updated_at, deleted_at=row.deleted_at, observe=bool(row.observe),
-        cloud=row.cloud, trust_id=row.trust_id,
+        cloud=row.cloud, trust_id=row.trust_id, parent_id=row.parent_id,
+        parent_resource=row.parent_resource, parent_record_id=row.parent_record_id,
+        nested_depth=row.nested_depth or 0, root_id=row.root_id,
     )
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from convergence.errors import Conflict
 from convergence.ports.views import StackView, TemplateContent, template_id
 from convergence.store import dialect
-from convergence.store.rows import CHUNK, T_STACK, T_TEMPLATE, TxPart, chunks, stack_view
+from convergence.store.rows import CHUNK, T_RES, T_STACK, T_TEMPLATE, TxPart, chunks, stack_view
 
 
 class StackQueries(TxPart):
@@ -109,9 +109,36 @@ class StackQueries(TxPart):
     def spent_trusts(self, limit: int) -> list[StackView]:
         """Deleted (or abandoned) stacks that still name a trust: one whose deletion did not
         happen (a process died after the stack's end, or the cloud refused for now)."""
+        # A nested stack uses its top-level stack's trust: that one's end deletes it.
         query = select(T_STACK).where(T_STACK.c.trust_id.is_not(None),
-                                      T_STACK.c.deleted_at.is_not(None)).limit(limit)
+                                      T_STACK.c.deleted_at.is_not(None),
+                                      T_STACK.c.parent_id.is_(None)).limit(limit)
         return [stack_view(r) for r in self.conn.execute(query)]
+
+    def child_stack(self, parent_record_id: int) -> StackView | None:
+        """The nested stack a resource record made (the newest, if it made several)."""
+        row = self.conn.execute(select(T_STACK).where(
+            T_STACK.c.parent_record_id == parent_record_id,
+        ).order_by(T_STACK.c.created_at.desc()).limit(1)).first()
+        return stack_view(row) if row is not None else None
+
+    def child_stacks(self, stack_id: str, *, in_progress: bool = False) -> list[StackView]:
+        """The live nested stacks of a stack (``in_progress``: those with a request under
+        way only)."""
+        query = select(T_STACK).where(T_STACK.c.parent_id == stack_id,
+                                      T_STACK.c.deleted_at.is_(None))
+        if in_progress:
+            query = query.where(T_STACK.c.status == "IN_PROGRESS")
+        return [stack_view(r) for r in self.conn.execute(query.order_by(T_STACK.c.id))]
+
+    def tree_resources(self, root_id: str) -> int:
+        """The resource records of a whole tree of stacks (a top-level stack and every
+        nested stack below it), deleted stacks left out."""
+        in_tree = select(T_STACK.c.id).where(
+            or_(T_STACK.c.id == root_id, T_STACK.c.root_id == root_id),
+            T_STACK.c.deleted_at.is_(None))
+        return int(self.conn.execute(select(func.count()).select_from(T_RES).where(
+            T_RES.c.stack_id.in_(in_tree), T_RES.c.replaced_by.is_(None))).scalar() or 0)
 
     def update_stack(self, stack_id: str, **values: Any) -> None:
         self.conn.execute(update(T_STACK).where(T_STACK.c.id == stack_id)

@@ -20,6 +20,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from convergence.ports.views import (
     COMPLETE,
     FAILED,
+    PARKED,
     PLANNING,
     READY,
     RUNNING,
@@ -142,6 +143,31 @@ class SweepQueries(TxPart):
                 self.conn.execute(update(T_NODE).where(
                     T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
                     T_NODE.c.state == READY).values(updated_at=self.now))
+        return out
+
+    def parked_nodes_done_waiting(self, limit: int) -> dict[str, list[int]]:
+        """Parked nodes of running current traversals whose nested stack is no longer in
+        progress: the wake-up its end sent was lost (the message, not the row: the end and
+        the wake commit together, so this is the broker's loss or a node parked by a step
+        that read the child just before it ended). Made ready again, and returned."""
+        child = T_STACK.alias("child")
+        rows = self.conn.execute(
+            select(T_NODE.c.traversal_id, T_NODE.c.seq)
+            .select_from(T_STACK)
+            .join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id)
+            .join(T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id)
+            .join(child, child.c.parent_record_id == T_NODE.c.record_id)
+            .where(T_TRAV.c.state == RUNNING, T_NODE.c.state == PARKED,
+                   child.c.status != "IN_PROGRESS")
+            .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
+        out: dict[str, list[int]] = {}
+        for r in rows:
+            out.setdefault(r.traversal_id, []).append(r.seq)
+        for traversal_id, seqs in out.items():
+            for chunk in chunks(seqs):
+                self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    T_NODE.c.state == PARKED).values(state=READY, updated_at=self.now))
         return out
 
     def next_sweep_due(self, plan_idle: float, node_idle: float) -> float | None:

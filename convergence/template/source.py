@@ -38,6 +38,8 @@ class Limits:
     max_depth: int = 100
     # Nodes that aliases stand for, counted at each use; beyond this a document is a bomb.
     max_expanded_nodes: int = 1_000_000
+    # How many levels of nested templates (template resources) may lie below this one.
+    max_nesting: int = 5
 
 
 DEFAULT_LIMITS = Limits()

@@ -49,7 +49,6 @@ from convergence.template.properties import TypeCatalog, TypeSchema, check_prope
 from convergence.template.resolve import StackIdentity, TemplateResolver, UnknownValue
 from convergence.template.source import DEFAULT_LIMITS, Limits
 
-MAX_NESTING = 5
 NESTED_ATTRIBUTES = frozenset({"OS::stack_id", "OS::stack_name"})
 
 
@@ -264,8 +263,9 @@ def _nested(parent: Template, env: Environment, name: str, type_ref: str,
         problems.add(path, f"template '{type_ref}' is not in the files supplied with the "
                      "template", FILE)
         return None
-    if depth + 1 > MAX_NESTING:
-        problems.add(path, f"nested templates go deeper than {MAX_NESTING} levels", REFERENCE)
+    if depth + 1 > opts.limits.max_nesting:
+        problems.add(path, f"nested templates go deeper than {opts.limits.max_nesting} "
+                     "levels", REFERENCE)
         return None
     prefix = f"resources.{name}({key})"
     cached = opts.parsed.get(key)

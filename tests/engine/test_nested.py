@@ -1,0 +1,214 @@
+"""Nested stacks on the embedded tier, under every adversity: template resources and
+``OS::Heat::Stack`` make real child stacks that run beside the rest, tell their parent when
+they end (the parent's node parks meanwhile, holding nothing), and follow their parent's
+updates, failures, cancels and deletes.
+
+Everything is read from what is real: the stacks' rows (parent, depth, status, outputs), the
+test entities the children's resources made, the nodes and records of the parent's
+traversal, and the events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import sqlalchemy
+
+from convergence.errors import Conflict
+from convergence.ports.views import PARKED, StackView
+from convergence.runtime import Runtime
+from convergence.services import stacks
+from convergence.template import TemplateError
+
+from .harness import TENANT, Story, entity_backend
+
+
+def child(extra: dict[str, Any] | None = None, *, wait: float = 0.0,
+          fail: bool = False) -> str:
+    """A nested template: parameter ``v`` feeds ``a``, whose output feeds ``b``; output
+    ``out`` is ``b``'s."""
+    resources: dict[str, Any] = {
+        "a": {"type": "OS::Heat::TestResource",
+              "properties": {"value": {"get_param": "v"}, "wait_secs": wait, "fail": fail}},
+        "b": {"type": "OS::Heat::TestResource",
+              "properties": {"value": {"get_attr": ["a", "output"]}}},
+    }
+    resources.update(extra or {})
+    return json.dumps({"heat_template_version": "2018-08-31",
+                       "parameters": {"v": {"type": "string"}},
+                       "resources": resources,
+                       "outputs": {"out": {"value": {"get_attr": ["b", "output"]}}}})
+
+
+def parent(v: str = "one", *, stack_param: str = "x") -> str:
+    """Two template resources chained by an output, and an OS::Heat::Stack."""
+    return json.dumps({
+        "heat_template_version": "2018-08-31",
+        "parameters": {"v": {"type": "string", "default": v}},
+        "resources": {
+            "n1": {"type": "child.yaml", "properties": {"v": {"get_param": "v"}}},
+            "n2": {"type": "child.yaml", "properties": {"v": {"get_attr": ["n1", "out"]}}},
+            "s": {"type": "OS::Heat::Stack",
+                  "properties": {"template": {"get_file": "child.yaml"},
+                                 "parameters": {"v": stack_param}}},
+        },
+        "outputs": {"o": {"value": {"get_attr": ["n2", "out"]}},
+                    "so": {"value": {"get_attr": ["s", "outputs", "out"]}},
+                    "id": {"value": {"get_resource": "n1"}}},
+    })
+
+
+def children(rt: Runtime, stack_id: str) -> dict[str, StackView]:
+    with rt.store.read() as tx:
+        return {c.parent_resource or "": c for c in tx.child_stacks(stack_id)}
+
+
+def every_stack(rt: Runtime) -> list[StackView]:
+    with rt.store.read() as tx:
+        return tx.stacks(TENANT, include_deleted=True)
+
+
+def live_values(rt: Runtime) -> list[str]:
+    return sorted(value for _, value in entity_backend(rt).live().values())
+
+
+def test_template_resources_and_stacks_are_child_stacks(story: Story) -> None:
+    rt = story.rt
+    story.create(parent(), files={"child.yaml": child()})
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    assert {k: v["value"] for k, v in done.outputs.items()} == {
+        "o": "one", "so": "x", "id": children(rt, done.id)["n1"].id}
+    kids = children(rt, done.id)
+    assert sorted(kids) == ["n1", "n2", "s"]
+    current = story.current()
+    for name, kid in kids.items():
+        assert kid.stack_status == "CREATE_COMPLETE"
+        assert (kid.parent_id, kid.nested_depth, kid.root_id) == (done.id, 1, done.id)
+        assert kid.parent_record_id == current[name].id
+        # The resource names its child, and holds the child's outputs as attributes.
+        assert current[name].physical_id == kid.id
+        assert current[name].attributes["OS::stack_id"] == kid.id
+        outputs = current[name].attributes["outputs"] if name == "s" \
+            else current[name].attributes
+        assert outputs["out"] == kid.outputs["out"]["value"]
+    # Six test entities, two per child, each owned by a record of its child stack.
+    owners = sorted(owner.split("/")[0] for owner, _ in entity_backend(rt).live().values())
+    assert owners == sorted([k.id for k in kids.values()] * 2)
+    assert live_values(rt) == ["one", "one", "one", "one", "x", "x"]
+
+
+def test_an_update_reaches_only_the_children_whose_inputs_changed(story: Story) -> None:
+    rt = story.rt
+    story.create(parent(), files={"child.yaml": child()})
+    first = story.finish()
+    before = children(rt, first.id)
+    story.update(parent(), files={"child.yaml": child()}, parameters={"v": "two"})
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    assert done.outputs["o"]["value"] == "two"
+    after = children(rt, done.id)
+    # The same child stacks, updated in place; the OS::Heat::Stack's input did not change.
+    assert {k: v.id for k, v in after.items()} == {k: v.id for k, v in before.items()}
+    assert after["n1"].generation == before["n1"].generation + 1
+    assert after["n2"].generation == before["n2"].generation + 1
+    assert after["s"].generation == before["s"].generation
+    assert live_values(rt) == ["two", "two", "two", "two", "x", "x"]
+
+
+def test_a_new_nested_template_updates_its_children(story: Story) -> None:
+    rt = story.rt
+    story.create(parent(), files={"child.yaml": child()})
+    story.finish()
+    extra = {"c": {"type": "OS::Heat::TestResource", "properties": {"value": "new"}}}
+    story.update(parent(), files={"child.yaml": child(extra)})
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    assert live_values(rt).count("new") == 3  # one more resource in each child
+
+
+def test_a_stack_delete_deletes_its_children_first(story: Story) -> None:
+    rt = story.rt
+    story.create(parent(), files={"child.yaml": child()})
+    story.finish()
+    story.delete()
+    done = story.finish()
+    assert done.stack_status == "DELETE_COMPLETE", done.status_reason
+    assert entity_backend(rt).live() == {}
+    assert all(s.deleted_at is not None and s.stack_status == "DELETE_COMPLETE"
+               for s in every_stack(rt))
+    # The ledger: each nested stack's end is an event of its parent's resource too.
+    deletes = [e for e in story.events() if e.action == "DELETE" and e.status == "COMPLETE"
+               and e.resource_name in ("n1", "n2", "s")]
+    assert sorted(e.resource_name for e in deletes) == ["n1", "n2", "s"]
+
+
+def test_a_child_that_fails_fails_its_parent_which_rolls_back(story: Story) -> None:
+    rt = story.rt
+    story.create(parent(), files={"child.yaml": child(fail=True)})
+    done = story.finish()
+    assert done.stack_status == "ROLLBACK_COMPLETE", done.status_reason
+    failed = [e for e in story.events() if e.status == "FAILED" and e.resource_name != "stack"]
+    assert failed and "nested stack" in failed[0].reason
+    assert "CREATE_FAILED" in failed[0].reason
+    assert entity_backend(rt).live() == {}
+    assert all(s.deleted_at is not None for s in every_stack(rt) if s.parent_id)
+
+
+def test_a_parked_node_holds_no_worker_lease_or_timer(story: Story) -> None:
+    rt = story.rt
+    assert rt.inprocess is not None
+    story.create(parent(), files={"child.yaml": child(wait=30.0)})
+    stack_id = story.stack().id
+
+    def parked() -> list[int]:
+        with rt.store.read() as tx:
+            top = tx.stack(stack_id)
+            assert top is not None and top.traversal_id is not None
+            return [n.seq for n in tx.nodes(top.traversal_id, range(20)) if n.state == PARKED]
+
+    assert rt.inprocess.run(until=lambda: len(parked()) == 2)  # n1 and s wait; n2 waits on n1
+    top = story.stack()
+    with rt.store.read() as tx:
+        records = {r.name: r for r in tx.records(stack_id)}
+        for name in ("n1", "s"):
+            assert records[name].lease_owner is None
+            assert records[name].operation is not None
+            assert records[name].status == "IN_PROGRESS"
+    with rt.store.engine.connect() as conn:  # no poll watch either (a lease nobody holds)
+        watches = conn.execute(sqlalchemy.text(
+            "SELECT lease_expires FROM resources WHERE stack_id = :s"), {"s": stack_id}).all()
+    assert [w for (w,) in watches if w is not None] == []
+    # No poll of the parent's traversal is queued: only the children's work goes on (a
+    # duplicated delivery of a message that already ran may wait in the queue too).
+    assert not any(w.traversal_id == top.traversal_id and w.expects is not None
+                   for w in rt.inprocess.queued())
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+
+
+def test_nested_stacks_cannot_be_changed_on_their_own(story: Story) -> None:
+    rt = story.rt
+    story.create(parent(), files={"child.yaml": child()})
+    done = story.finish()
+    kid = children(rt, done.id)["n1"]
+    for act in (lambda: stacks.delete_stack(rt, TENANT, kid.id),
+                lambda: stacks.update_stack(rt, TENANT, kid.id, child()),
+                lambda: stacks.check_stack(rt, TENANT, kid.id)):
+        with pytest.raises(Conflict, match="is a nested stack"):
+            act()
+
+
+def test_too_deep_a_tree_is_refused_naming_where(rt: Runtime) -> None:
+    files = {f"l{i}.yaml": json.dumps({
+        "heat_template_version": "2018-08-31",
+        "resources": {"r": {"type": f"l{i + 1}.yaml"}}}) for i in range(6)}
+    files["l6.yaml"] = json.dumps({"heat_template_version": "2018-08-31",
+                                   "resources": {"r": {"type": "OS::Heat::None"}}})
+    top = json.dumps({"heat_template_version": "2018-08-31",
+                      "resources": {"r": {"type": "l0.yaml"}}})
+    with pytest.raises(TemplateError, match="deeper than 5 levels"):
+        stacks.create_stack(rt, TENANT, "deep", top, files=files)
+    assert every_stack(rt) == []
