@@ -1,19 +1,68 @@
-"""A nested stack's end, told to its parent: the parked node of the resource that made it is
-woken, in the transaction that ends the child, so the parent never polls.
+"""Nested stacks as the engine sees them: what a step hands the resources that are nested
+stacks, and a nested stack's end, told to its parent.
 
-Callers: :mod:`convergence.engine.conclusion` (a child's traversal finished),
+:func:`nested_properties` and :func:`nested_context` are the step's
+(:mod:`convergence.engine.step`): a template resource's properties become its child's
+parameters beside the digest of what its child is made from, and its plugin is handed that
+child (:mod:`convergence.template.nesting`); a group is handed the parent's files and
+environment and records the ``get_attr`` paths the template reads of it.
+
+:func:`wake_parent`: the parked node of the resource that made a nested stack is woken in the
+transaction that ends the child, so the parent never polls. Called by
+:mod:`convergence.engine.conclusion` (a child's traversal finished) and
 :mod:`convergence.engine.traversals` (a child stopped: cancelled without rollback, reset, or
-stopped with its parent) and the services' abandon (``convergence.services.stacks``). The
-sweeper finds, with ``Tx.parked_nodes_done_waiting``, what a lost message left parked.
+stopped with its parent). The sweeper finds, with ``Tx.parked_nodes_done_waiting``, what a
+lost message left parked.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from convergence.plugins.base import PluginContext, ResourcePlugin
 from convergence.ports.store import Tx
 from convergence.ports.views import StackView
 from convergence.ports.work import Work, batches
+from convergence.template import StackDefinition
+from convergence.template.files import is_template_reference
+from convergence.template.nesting import (
+    ATTRIBUTE_PATHS,
+    attribute_paths,
+    group_context,
+    template_child,
+    template_digest,
+)
 
 WAKE_BATCH = 200
+
+
+def nested_properties(definition: StackDefinition, name: str, plugin: ResourcePlugin,
+                      props: dict[str, Any]) -> dict[str, Any]:
+    """The properties a resource records and its plugin is called with."""
+    if is_template_reference(definition.resource_types[name]):
+        # A template resource: its properties are its child's parameters, and what the
+        # child is made from counts as one more (a new file updates the child).
+        return {"parameters": props, "template": template_digest(definition, name)}
+    if plugin.schema.generates_stack:
+        # A group: what the template reads of it is part of what its child offers.
+        return {**props, ATTRIBUTE_PATHS: attribute_paths(definition, name)}
+    return props
+
+
+def nested_context(ctx: PluginContext, definition: StackDefinition, name: str,
+                   plugin: ResourcePlugin, props: Mapping[str, Any]) -> PluginContext:
+    """``ctx`` with the child a nested stack's plugin needs (unchanged for other types)."""
+    rtype = definition.resource_types.get(name)
+    if rtype is None:
+        return ctx
+    if "parameters" in props and is_template_reference(rtype):
+        return dataclasses.replace(ctx, child=template_child(definition, name,
+                                                             props["parameters"]))
+    if plugin.schema.generates_stack:
+        return dataclasses.replace(ctx, child=group_context(definition, name))
+    return ctx
 
 
 def wake_parent(tx: Tx, stack: StackView) -> list[Work]:

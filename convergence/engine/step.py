@@ -20,6 +20,7 @@ from typing import Any
 
 from convergence.engine.decide import Action, Desired, Observed, decide_cleanup, decide_converge
 from convergence.engine.deletion import RETAIN, SNAPSHOT, definition_policy
+from convergence.engine.nesting import nested_context, nested_properties
 from convergence.engine.observing import ObservingSteps
 from convergence.engine.outcomes import (
     CHECK,
@@ -47,8 +48,6 @@ from convergence.plugins.base import (
 )
 from convergence.ports.views import NewEvent, RecordChange, RecordView
 from convergence.template import StackIdentity, TemplateError, UnknownValue
-from convergence.template.files import is_template_reference
-from convergence.template.nesting import template_child, template_digest
 from convergence.template.properties import with_defaults
 
 log = logging.getLogger(__name__)
@@ -163,10 +162,7 @@ class Stepper(ObservingSteps):
                 StackIdentity(inp.stack.name, inp.stack.id, inp.stack.tenant),
                 data=RecordData(inp.heads))
             props = with_defaults(plugin.schema.properties, resolver.properties(name))
-            if is_template_reference(rtype):
-                # A template resource: its properties are its child's parameters, and what
-                # the child is made from counts as one more (a new file updates the child).
-                props = {"parameters": props, "template": template_digest(definition, name)}
+            props = nested_properties(definition, name, plugin, props)
         except UnknownValue as exc:
             return self.fail(inp, record, inp.token, _action_for(record),
                                 f"a value it needs is not available: {exc.what}")
@@ -285,11 +281,8 @@ class Stepper(ObservingSteps):
         if attempt is None:
             attempt = int((record.operation or {}).get("attempt", 1))
         ctx = self._context(inp.stack, record, inp.lease_good, token)
-        definition = inp.definition
-        if definition is not None and "parameters" in props and \
-                is_template_reference(definition.resource_types.get(inp.node.name, "")):
-            ctx = dataclasses.replace(ctx, child=template_child(
-                definition, inp.node.name, props["parameters"]))
+        if inp.definition is not None:
+            ctx = nested_context(ctx, inp.definition, inp.node.name, plugin, props)
         try:
             _check_lease(inp)
             if poll:

@@ -110,6 +110,9 @@ class AttributeUse:
     resource: str
     attribute: str
     path: Path
+    # The literal path after the attribute name (``get_attr [r, attributes, name]``: name);
+    # a part that is not a literal ends it.
+    rest: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,9 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from convergence.template.files import file_key
+from convergence.template.files import file_key, is_template_reference
 from convergence.template.registry import ResourceRegistry, ResourceSection
 from convergence.template.validate import StackDefinition
+
+# The property under which the engine hands a group the ``get_attr`` paths the template reads
+# of it (:func:`attribute_paths`): recorded with its properties, so a new one updates it.
+ATTRIBUTE_PATHS = "_attribute_paths"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +101,33 @@ def template_digest(definition: StackDefinition, name: str) -> str:
     return _CACHE.get(definition, name)[1]
 
 
+def group_context(definition: StackDefinition, name: str) -> ChildTemplate:
+    """What a resource that generates its child's template (a group) hands that child: the
+    parent's files and the child's environment, no template text (the plugin writes it)."""
+    child, _ = _CACHE.get(definition, name)
+    return child
+
+
+def attribute_paths(definition: StackDefinition, name: str) -> list[list[Any]]:
+    """The literal ``get_attr`` paths the template reads of resource ``name``, each the
+    attribute and the path after it, sorted, once each: what a group's child must offer as
+    outputs."""
+    found = {(use.attribute, *use.rest) for use in definition.template.attribute_uses
+             if use.resource == name}
+    return [list(p) for p in sorted(found, key=lambda p: [str(x) for x in p])]
+
+
 def _build(definition: StackDefinition, name: str) -> ChildTemplate:
     template = definition.template
-    key = file_key(template.files, definition.resource_types[name], template.location)
-    if key is None:  # validation refuses a template resource whose file is missing
-        raise KeyError(definition.resource_types[name])
+    if is_template_reference(definition.resource_types[name]):
+        key = file_key(template.files, definition.resource_types[name], template.location)
+        if key is None:  # validation refuses a template resource whose file is missing
+            raise KeyError(definition.resource_types[name])
+        text, files = template.files[key], relative_files(template.files, key)
+    else:  # a group: its template is generated, beside the parent's
+        text, files = "", dict(template.files)
+        if template.location:
+            files = relative_files(files, template.location)
     env = definition.environment
     registry = env.resource_registry.nested(name, template.resources[name].type)
     document: dict[str, Any] = {}
@@ -110,7 +136,7 @@ def _build(definition: StackDefinition, name: str) -> ChildTemplate:
     registry_doc = registry_document(registry)
     if registry_doc:
         document["resource_registry"] = registry_doc
-    return ChildTemplate(template.files[key], relative_files(template.files, key), document)
+    return ChildTemplate(text, files, document)
 
 
 def relative_files(files: Mapping[str, str], location: str) -> dict[str, str]:

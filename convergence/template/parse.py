@@ -13,7 +13,7 @@ under the chosen conditions) is checked by ``validate``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from convergence.template import structure
@@ -104,9 +104,15 @@ class _Parser:
             self.error(path, f"get_file: '{key}' is not in the files supplied with the "
                        "template", FILE)
 
-    def check_attribute(self, resource: str, attribute: Any, path: Path) -> None:
+    def check_attribute(self, resource: str, attribute: Any, path: Path,
+                        rest: Sequence[Any] = ()) -> None:
         if isinstance(attribute, str):
-            self.attribute_uses.append(AttributeUse(resource, attribute, path))
+            literal: list[Any] = []
+            for part in rest:
+                if not isinstance(part, str | int):
+                    break
+                literal.append(part)
+            self.attribute_uses.append(AttributeUse(resource, attribute, path, tuple(literal)))
         elif not isinstance(attribute, Call):
             self.error(path, "get_attr: the attribute name must be a string", FUNCTION)
 

@@ -58,6 +58,9 @@ class TypeSchema:
     snapshot: bool = False
     # Heat's implicit dependencies of the type (see ``dependencies.ImplicitRule``).
     implicit: ImplicitRule | None = None
+    # A type whose resource is a nested stack it writes itself (a group): the engine hands
+    # it the parent's files and environment and the attributes the template reads of it.
+    generates_stack: bool = False
 
 
 class TypeCatalog(Protocol):

@@ -61,7 +61,10 @@ class NestedStackBase(PluginBase):
     preemptible: ClassVar[bool] = True
     backends: ClassVar[Mapping[str, BackendFactory]] = {"stacks": _stacks_backend}
 
-    def child(self, ctx: PluginContext, props: Mapping[str, Any]) -> ChildTemplate:
+    def child(self, ctx: PluginContext, props: Mapping[str, Any],
+              current: ChildState | None = None) -> ChildTemplate:
+        """What the child is made of for ``props`` (``current``: the child as it is, for a
+        type whose template depends on it)."""
         raise NotImplementedError
 
     def timeout(self, props: Mapping[str, Any]) -> int | None:
@@ -107,7 +110,8 @@ class NestedStackBase(PluginBase):
             raise ResourceFailure(f"nested stack {physical_id} is gone")
         if found.status != "IN_PROGRESS" and found.template_id != state.get("template_id"):
             # The child was last asked for something else than this operation wants.
-            found = stacks.update(ctx, found.id, self.child(ctx, props), self.timeout(props))
+            found = stacks.update(ctx, found.id, self.child(ctx, props, found),
+                                  self.timeout(props))
         return self._progress(ctx, found, props)
 
     def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -169,7 +173,8 @@ class StackResource(NestedStackBase):
                     "are read with get_attr [name, outputs, output].",
     )
 
-    def child(self, ctx: PluginContext, props: Mapping[str, Any]) -> ChildTemplate:
+    def child(self, ctx: PluginContext, props: Mapping[str, Any],
+              current: ChildState | None = None) -> ChildTemplate:
         region = (props.get("context") or {}).get("region_name")
         if region:
             raise ResourceFailure(f"context.region_name: a stack in another region "
@@ -195,7 +200,8 @@ class TemplateResource(NestedStackBase):
         name="template resource", properties=None, attributes=None,
         description="A nested stack made from a template file named as a resource type.")
 
-    def child(self, ctx: PluginContext, props: Mapping[str, Any]) -> ChildTemplate:
+    def child(self, ctx: PluginContext, props: Mapping[str, Any],
+              current: ChildState | None = None) -> ChildTemplate:
         if ctx.child is None:
             raise ResourceFailure("the template of this template resource is not known")
         return ctx.child

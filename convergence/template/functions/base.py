@@ -18,7 +18,7 @@ acyclic (``tests/unit/test_import_graph.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -84,7 +84,8 @@ class CheckContext(Protocol):
 
     def check_file(self, key: str, path: Path) -> None: ...
 
-    def check_attribute(self, resource: str, attribute: Any, path: Path) -> None: ...
+    def check_attribute(self, resource: str, attribute: Any, path: Path,
+                        rest: Sequence[Any] = ()) -> None: ...
 
     def check_condition(self, value: Any, path: Path) -> None: ...
 

@@ -151,7 +151,7 @@ def _make_check_get_attr(min_args: int) -> Any:
             ctx.error(call.path, f"{call.name}: resource '{name}' is not defined", REFERENCE)
             return
         if len(args) > 1:
-            ctx.check_attribute(name, args[1], call.path)
+            ctx.check_attribute(name, args[1], call.path, args[2:])
 
     return check
 
