@@ -7,9 +7,9 @@ Heat's parameters: ``nested_depth`` (a non-negative integer: how many levels of 
 to list too; their resources follow the stack's own, each with ``parent_resource``, the
 resource of its parent that made its stack), ``with_detail`` (a boolean: each resource's
 ``description`` and ``attributes`` too), and the filters ``type``, ``status``, ``name``,
-``action``, ``id`` and ``physical_resource_id`` (each repeatable: any of the values matches; a status matches
-``COMPLETE`` or, as listed, ``CREATE_COMPLETE``; ``id`` is a resource's logical id, i.e. its
-name, as ``logical_resource_id`` shows it). Heat's list has no paging; this one pages as the
+``action``, ``id`` and ``physical_resource_id`` (each repeatable: any of the values
+matches; a status matches ``COMPLETE`` or, as listed, ``CREATE_COMPLETE``; ``id`` is a
+resource's logical id, i.e. its name, as ``logical_resource_id`` shows it). Heat's list has no paging; this one pages as the
 event list does: ``limit`` (a non-negative integer), ``marker`` (a resource name: the page after
 it, in the chosen order), ``sort_dir`` (``asc``, the default, or ``desc``) and ``sort_keys``
 (repeatable: ``resource_name``, the default, ``resource_type``, ``resource_status``,
