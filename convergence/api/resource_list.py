@@ -7,17 +7,17 @@ Heat's parameters: ``nested_depth`` (a non-negative integer: how many levels of 
 to list too; their resources follow the stack's own, each with ``parent_resource``, the
 resource of its parent that made its stack), ``with_detail`` (a boolean: each resource's
 ``description`` and ``attributes`` too), and the filters ``type``, ``status``, ``name``,
-``action``, ``id`` and ``physical_resource_id`` (each repeatable: any of the values
-matches; a status matches ``COMPLETE`` or, as listed, ``CREATE_COMPLETE``; ``id`` is a
-resource's logical id, i.e. its name, as ``logical_resource_id`` shows it). Heat's list has no paging; this one pages as the
-event list does: ``limit`` (a non-negative integer), ``marker`` (a resource name: the page after
-it, in the chosen order), ``sort_dir`` (``asc``, the default, or ``desc``) and ``sort_keys``
-(repeatable: ``resource_name``, the default, ``resource_type``, ``resource_status``,
-``creation_time``, ``updated_time``, ``physical_resource_id``, or the store's names ``name``,
-``type``, ``status``, ``created_at``, ``updated_at``; the name always ends the order; one
-direction for every key). In name order the marker is a position and need not be a resource
-of the stack; in another order it must be one (400 if not). Any other parameter, or a value
-that cannot be used, answers 400 naming it.
+``action``, ``id`` and ``physical_resource_id`` (each repeatable: any of the values matches; a
+status matches ``COMPLETE`` or, as listed, ``CREATE_COMPLETE``; ``id`` is a resource's logical
+id, i.e. its name, as ``logical_resource_id`` shows it). Heat's list has no paging; this one
+pages as the event list does: ``limit`` (a non-negative integer), ``marker`` (a resource name:
+the page after it, in the chosen order), ``sort_dir`` (``asc``, the default, or ``desc``) and
+``sort_keys`` (repeatable: ``resource_name``, the default, ``resource_type``,
+``resource_status``, ``creation_time``, ``updated_time``, ``physical_resource_id``, or the
+store's names ``name``, ``type``, ``status``, ``created_at``, ``updated_at``; the name always
+ends the order; one direction for every key). In name order the marker is a position and need
+not be a resource of the stack; in another order it must be one (400 if not). Any other
+parameter, or a value that cannot be used, answers 400 naming it.
 
 The answer is read ``CHUNK`` resources at a time (the use case
 ``convergence.services.queries.resource_chunks``), each chunk a transaction of its own run in
