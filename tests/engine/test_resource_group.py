@@ -1,0 +1,140 @@
+"""``OS::Heat::ResourceGroup`` on the embedded tier, under every adversity: its members are a
+nested stack's resources, named by index; removal policies take members out of the middle
+and their names are never used again; growing the group touches only the new members; the
+group's attributes are its members', read as Heat reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from convergence.ports.views import StackView
+from convergence.runtime import Runtime
+
+from .harness import Story, entity_backend
+
+
+def group(count: int, *, removal: list[str] | None = None, mode: str | None = None,
+          value: str = "m%index%") -> str:
+    props: dict[str, Any] = {"count": count, "resource_def": {
+        "type": "OS::Heat::TestResource", "properties": {"value": value}}}
+    if removal is not None:
+        props["removal_policies"] = [{"resource_list": removal}]
+    if mode is not None:
+        props["removal_policies_mode"] = mode
+    return json.dumps({
+        "heat_template_version": "2018-08-31",
+        "resources": {"g": {"type": "OS::Heat::ResourceGroup", "properties": props}},
+        "outputs": {
+            "refs": {"value": {"get_attr": ["g", "refs"]}},
+            "refs_map": {"value": {"get_attr": ["g", "refs_map"]}},
+            "outs": {"value": {"get_attr": ["g", "output"]}},
+            "by_name": {"value": {"get_attr": ["g", "attributes", "output"]}},
+            "first": {"value": {"get_attr": ["g", "resource.0.output"]}},
+            "removed": {"value": {"get_attr": ["g", "removed_rsrc_list"]}},
+        }})
+
+
+def outputs(stack: StackView) -> dict[str, Any]:
+    return {k: v["value"] for k, v in stack.outputs.items()}
+
+
+def members(rt: Runtime, stack: StackView) -> dict[str, str]:
+    """The group's nested stack's resources: name -> physical id."""
+    with rt.store.read() as tx:
+        (child,) = tx.child_stacks(stack.id)
+        return {r.name: str(r.physical_id) for r in tx.records(child.id)
+                if r.replaced_by is None}
+
+
+def test_a_group_makes_its_members_in_a_nested_stack(story: Story) -> None:
+    rt = story.rt
+    story.create(group(3))
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    made = members(rt, done)
+    assert sorted(made) == ["0", "1", "2"]
+    out = outputs(done)
+    assert out["refs"] == [made["0"], made["1"], made["2"]]
+    assert out["refs_map"] == made
+    assert out["outs"] == ["m0", "m1", "m2"]
+    assert out["by_name"] == {"0": "m0", "1": "m1", "2": "m2"}
+    assert out["first"] == "m0"
+    assert out["removed"] == []
+    assert sorted(v for _, v in entity_backend(rt).live().values()) == ["m0", "m1", "m2"]
+
+
+def test_removal_policies_take_members_from_the_middle_for_good(story: Story) -> None:
+    rt = story.rt
+    story.create(group(4))
+    first = story.finish()
+    before = members(rt, first)
+    # Remove member 1 by name and member 2 by reference; the group keeps four members.
+    story.update(group(4, removal=["1", before["2"]]))
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    after = members(rt, done)
+    assert sorted(after) == ["0", "3", "4", "5"]
+    # The members that stay are the very same resources.
+    assert (after["0"], after["3"]) == (before["0"], before["3"])
+    assert outputs(done)["removed"] == ["1", "2"]
+    assert outputs(done)["outs"] == ["m0", "m3", "m4", "m5"]
+    # Growing later never brings the removed names back.
+    story.update(group(6, removal=["1", before["2"]]))
+    grown = story.finish()
+    assert sorted(members(rt, grown)) == ["0", "3", "4", "5", "6", "7"]
+    assert sorted(v for _, v in entity_backend(rt).live().values()) == \
+        ["m0", "m3", "m4", "m5", "m6", "m7"]
+
+
+def test_removal_policies_mode_update_replaces_the_removed_list(story: Story) -> None:
+    rt = story.rt
+    story.create(group(3, removal=["0"]))
+    assert sorted(members(rt, story.finish())) == ["1", "2", "3"]
+    story.update(group(3, removal=["1"], mode="update"))
+    done = story.finish()
+    assert outputs(done)["removed"] == ["1"]
+    # Name 0 may be used again: it is no longer on the list.
+    assert sorted(members(rt, done)) == ["0", "2", "3"]
+
+
+def test_growing_a_group_touches_only_its_new_members(story: Story) -> None:
+    rt = story.rt
+    story.create(group(3))
+    first = story.finish()
+    with rt.store.read() as tx:
+        (child,) = tx.child_stacks(first.id)
+        before = {r.name: (r.id, r.updated_at, r.generation) for r in tx.records(child.id)}
+    story.update(group(5))
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    with rt.store.read() as tx:
+        after = {r.name: (r.id, r.updated_at, r.generation) for r in tx.records(child.id)}
+    assert sorted(after) == ["0", "1", "2", "3", "4"]
+    for name in ("0", "1", "2"):  # the same records, never changed in the cloud
+        assert after[name][0] == before[name][0]
+    created = [e for e in story_events(rt, child.id) if e.action == "CREATE"
+               and e.status == "COMPLETE" and e.resource_name != child.name]
+    assert sorted(e.resource_name for e in created) == ["0", "1", "2", "3", "4"]
+    updated = [e for e in story_events(rt, child.id) if e.action == "UPDATE"
+               and e.resource_name != child.name]
+    assert updated == []
+
+
+def story_events(rt: Runtime, stack_id: str) -> list[Any]:
+    with rt.store.read() as tx:
+        return tx.events(stack_id)
+
+
+def test_a_group_of_nothing_and_its_delete(story: Story) -> None:
+    rt = story.rt
+    story.create(group(0))
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    assert outputs(done)["refs"] == []
+    story.update(group(2))
+    assert story.finish().stack_status == "UPDATE_COMPLETE"
+    story.delete()
+    assert story.finish().stack_status == "DELETE_COMPLETE"
+    assert entity_backend(rt).live() == {}
