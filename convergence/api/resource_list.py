@@ -126,12 +126,15 @@ async def answer(request: Request, rt: Runtime, stack: StackView, wanted: Listin
     first = await run_in_threadpool(next_piece)
     head, count = first if first is not None else (b"", 0)
     limit = wanted.query.limit
-    if count < CHUNK or (limit is not None and limit <= CHUNK):
+    # A short first page is the whole answer, unless nested stacks' pages follow it.
+    if (count < CHUNK and not wanted.query.nested_depth) or first is None or \
+            (limit is not None and limit <= count):
         pages.close()
         return Response(b'{"resources":[' + head + b"]}", media_type="application/json")
 
     async def body(response: _Stream) -> AsyncIterator[bytes]:
         yield b'{"resources":[' + head
+        some = count > 0  # whether an item was sent (the next one needs a comma)
         while not await request.is_disconnected():
             piece = await run_in_threadpool(next_piece)
             if piece is None:
@@ -139,7 +142,8 @@ async def answer(request: Request, rt: Runtime, stack: StackView, wanted: Listin
                 response.finished = True
                 return
             if piece[1]:
-                yield b"," + piece[0]
+                yield (b"," if some else b"") + piece[0]
+                some = True
 
     return _Stream(body, pages, counters)
 

@@ -109,3 +109,52 @@ def test_openstack_stack_commands(server: str, tmp_path: Path) -> None:
     missing = osc("stack", "show", "web", check=False)
     assert missing.returncode == 1
     assert "Stack not found: web" in missing.stderr
+
+
+NODE = """\
+    heat_template_version: 2018-08-31
+    parameters:
+      value: {type: string}
+    resources:
+      inner: {type: OS::Heat::TestResource, properties: {value: {get_param: value}}}
+    outputs:
+      copied: {value: {get_attr: [inner, output]}}
+    """
+
+TREE = """\
+    heat_template_version: 2018-08-31
+    resources:
+      node: {type: node.yaml, properties: {value: hello}}
+      group:
+        type: OS::Heat::ResourceGroup
+        properties:
+          count: 2
+          resource_def: {type: node.yaml, properties: {value: m%index%}}
+    outputs:
+      members: {value: {get_attr: [group, copied]}}
+    """
+
+
+def test_openstack_nested_stacks(server: str, tmp_path: Path) -> None:
+    """heatclient sends the nested template from disk in ``files`` (keyed by its URL); the
+    nested stacks show as Heat shows them: listed with ``--nested`` only, their resources
+    with ``--nested-depth`` and their parent resource."""
+    (tmp_path / "tree.yaml").write_text(textwrap.dedent(TREE))
+    (tmp_path / "node.yaml").write_text(textwrap.dedent(NODE))
+    osc = Openstack(server, "tenant1", tmp_path)
+    created = osc.json("stack", "create", "-t", "tree.yaml", "--wait", "tree")
+    assert created["stack_status"] == "CREATE_COMPLETE"
+    assert osc.json("stack", "output", "show", "tree", "members")["output_value"] == \
+        ["m0", "m1"]
+    assert [s["Stack Name"] for s in osc.json("stack", "list")] == ["tree"]
+    nested = osc.json("stack", "list", "--nested")
+    assert len(nested) == 5  # tree, node, group and the group's two members
+    assert sum(s["Stack Name"] == "tree" for s in nested) == 1
+    listed = osc.json("stack", "resource", "list", "--nested-depth", "2", "tree")
+    assert sorted((r["resource_name"], r.get("stack_name", "")) for r in listed
+                  if r["resource_name"] in ("node", "group")) == [("group", "tree"),
+                                                                 ("node", "tree")]
+    assert sorted(r["resource_name"] for r in listed) == \
+        ["0", "1", "group", "inner", "inner", "inner", "node"]
+    osc("stack", "delete", "--yes", "--wait", "tree")
+    assert osc.json("stack", "list", "--nested") == []

@@ -90,3 +90,66 @@ def test_openstacksdk_round_trip(server: str) -> None:
     with pytest.raises(openstack.exceptions.NotFoundException):
         orch.get_stack("sdk")
     assert list(orch.stacks()) == []
+
+
+NESTED_CHILD = """
+heat_template_version: 2018-08-31
+parameters:
+  value: {type: string}
+resources:
+  inner: {type: OS::Heat::TestResource, properties: {value: {get_param: value}}}
+outputs:
+  copied: {value: {get_attr: [inner, output]}}
+"""
+
+
+def test_nested_stacks_through_openstacksdk(server: str) -> None:
+    """A template resource and a group, read back as Heat shows nested stacks: hidden from
+    the stack list, each naming its parent, reached by the ``nested`` link of its resource
+    (``openstack stack list --nested`` and ``resource list --nested-depth``: the CLI's
+    tests)."""
+    conn = openstack.connection.Connection(
+        auth_type="none", orchestration_endpoint_override=f"{server}/v1/tenant1")
+    orch = conn.orchestration
+    template = {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "node": {"type": "child.yaml", "properties": {"value": "hello"}},
+            "group": {"type": "OS::Heat::ResourceGroup", "properties": {
+                "count": 2, "resource_def": {"type": "child.yaml",
+                                             "properties": {"value": "m%index%"}}}},
+        },
+        "outputs": {"node": {"value": {"get_attr": ["node", "copied"]}},
+                    "members": {"value": {"get_attr": ["group", "copied"]}}},
+    }
+    created = orch.create_stack(name="tree", template=template,
+                                files={"child.yaml": NESTED_CHILD})
+    stack = _wait(conn, "tree")
+    assert stack.status == "CREATE_COMPLETE", stack.status_reason
+    assert {o["output_key"]: o["output_value"] for o in stack.outputs} == {
+        "node": "hello", "members": ["m0", "m1"]}
+
+    assert [s.name for s in orch.stacks()] == ["tree"]  # nested ones are not listed
+    own = {r.name: r for r in orch.resources(stack)}
+    assert sorted(own) == ["group", "node"]
+    for name in ("node", "group"):
+        child = orch.get_stack(own[name].physical_resource_id)
+        assert child.parent_id == created.id
+        assert child.status == "CREATE_COMPLETE"
+        links = {link["rel"]: link["href"] for link in own[name].links}
+        assert links["nested"].endswith(f"/{child.name}/{child.id}")
+    members = {r.name: r for r in orch.resources(own["group"].physical_resource_id)}
+    assert sorted(members) == ["0", "1"]
+
+    orch.delete_stack(stack)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            orch.get_stack(created.id)  # a DELETE_COMPLETE stack is NotFound to the SDK
+        except openstack.exceptions.NotFoundException:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        orch.get_stack("sdk")
+    assert list(orch.stacks()) == []
