@@ -65,13 +65,22 @@ def children(rt: Runtime, stack_id: str) -> dict[str, StackView]:
         return {c.parent_resource or "": c for c in tx.child_stacks(stack_id)}
 
 
-def every_stack(rt: Runtime) -> list[StackView]:
+def every_stack(rt: Runtime, root_id: str | None = None) -> list[StackView]:
+    """The tenant's stacks (``root_id``: those of that stack's tree), deleted ones too."""
     with rt.store.read() as tx:
-        return tx.stacks(TENANT, include_deleted=True)
+        found = tx.stacks(TENANT, include_deleted=True)
+    return [s for s in found if root_id is None or root_id in (s.id, s.root_id)]
 
 
-def live_values(rt: Runtime) -> list[str]:
-    return sorted(value for _, value in entity_backend(rt).live().values())
+def live(rt: Runtime, root_id: str) -> dict[str, tuple[str, str]]:
+    """The live test entities the stacks of a tree made: id -> (owner, value)."""
+    tree = {s.id for s in every_stack(rt, root_id)}
+    return {eid: (owner, value) for eid, (owner, value) in entity_backend(rt).live().items()
+            if owner.split("/")[0] in tree}
+
+
+def live_values(rt: Runtime, root_id: str) -> list[str]:
+    return sorted(value for _, value in live(rt, root_id).values())
 
 
 def test_template_resources_and_stacks_are_child_stacks(story: Story) -> None:
@@ -95,9 +104,9 @@ def test_template_resources_and_stacks_are_child_stacks(story: Story) -> None:
             else current[name].attributes
         assert outputs["out"] == kid.outputs["out"]["value"]
     # Six test entities, two per child, each owned by a record of its child stack.
-    owners = sorted(owner.split("/")[0] for owner, _ in entity_backend(rt).live().values())
+    owners = sorted(owner.split("/")[0] for owner, _ in live(rt, done.id).values())
     assert owners == sorted([k.id for k in kids.values()] * 2)
-    assert live_values(rt) == ["one", "one", "one", "one", "x", "x"]
+    assert live_values(rt, done.id) == ["one", "one", "one", "one", "x", "x"]
 
 
 def test_an_update_reaches_only_the_children_whose_inputs_changed(story: Story) -> None:
@@ -115,7 +124,7 @@ def test_an_update_reaches_only_the_children_whose_inputs_changed(story: Story) 
     assert after["n1"].generation == before["n1"].generation + 1
     assert after["n2"].generation == before["n2"].generation + 1
     assert after["s"].generation == before["s"].generation
-    assert live_values(rt) == ["two", "two", "two", "two", "x", "x"]
+    assert live_values(rt, done.id) == ["two", "two", "two", "two", "x", "x"]
 
 
 def test_a_new_nested_template_updates_its_children(story: Story) -> None:
@@ -126,7 +135,7 @@ def test_a_new_nested_template_updates_its_children(story: Story) -> None:
     story.update(parent(), files={"child.yaml": child(extra)})
     done = story.finish()
     assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
-    assert live_values(rt).count("new") == 3  # one more resource in each child
+    assert live_values(rt, done.id).count("new") == 3  # one more resource in each child
 
 
 def test_a_stack_delete_deletes_its_children_first(story: Story) -> None:
@@ -136,9 +145,10 @@ def test_a_stack_delete_deletes_its_children_first(story: Story) -> None:
     story.delete()
     done = story.finish()
     assert done.stack_status == "DELETE_COMPLETE", done.status_reason
-    assert entity_backend(rt).live() == {}
-    assert all(s.deleted_at is not None and s.stack_status == "DELETE_COMPLETE"
-               for s in every_stack(rt))
+    assert live(rt, done.id) == {}
+    tree = every_stack(rt, done.id)
+    assert len(tree) == 4
+    assert all(s.deleted_at is not None and s.stack_status == "DELETE_COMPLETE" for s in tree)
     # The ledger: each nested stack's end is an event of its parent's resource too.
     deletes = [e for e in story.events() if e.action == "DELETE" and e.status == "COMPLETE"
                and e.resource_name in ("n1", "n2", "s")]
@@ -150,11 +160,11 @@ def test_a_child_that_fails_fails_its_parent_which_rolls_back(story: Story) -> N
     story.create(parent(), files={"child.yaml": child(fail=True)})
     done = story.finish()
     assert done.stack_status == "ROLLBACK_COMPLETE", done.status_reason
-    failed = [e for e in story.events() if e.status == "FAILED" and e.resource_name != "stack"]
+    failed = [e for e in story.events() if e.status == "FAILED" and e.resource_name != done.name]
     assert failed and "nested stack" in failed[0].reason
     assert "CREATE_FAILED" in failed[0].reason
-    assert entity_backend(rt).live() == {}
-    assert all(s.deleted_at is not None for s in every_stack(rt) if s.parent_id)
+    assert live(rt, done.id) == {}
+    assert all(s.deleted_at is not None for s in every_stack(rt, done.id) if s.parent_id)
 
 
 def test_a_parked_node_holds_no_worker_lease_or_timer(story: Story) -> None:
@@ -211,4 +221,48 @@ def test_too_deep_a_tree_is_refused_naming_where(rt: Runtime) -> None:
                       "resources": {"r": {"type": "l0.yaml"}}})
     with pytest.raises(TemplateError, match="deeper than 5 levels"):
         stacks.create_stack(rt, TENANT, "deep", top, files=files)
-    assert every_stack(rt) == []
+    assert [s for s in every_stack(rt) if s.name == "deep"] == []
+
+
+@pytest.mark.parametrize("parked_again", [False, True])
+def test_a_lost_wake_up_is_found_by_the_sweeper(tmp_path: Any, parked_again: bool) -> None:
+    """The message that wakes a parent's node is lost (a broker restart) right after its
+    child ended; or the node is found parked though its child ended (the wake went to a
+    traversal that was being replaced): the sweeper wakes it, and the stack completes."""
+    from convergence.ports.clock import ManualClock
+    from convergence.runtime import open_runtime
+    from convergence.services import running
+    from convergence.settings import Settings
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", batch_size=50,
+                        lease_seconds=30.0, sweep_seconds=5.0)
+    rt = open_runtime(settings, clock=ManualClock())
+    assert rt.inprocess is not None
+    top = stacks.create_stack(rt, TENANT, "top", json.dumps({
+        "heat_template_version": "2018-08-31",
+        "resources": {"n": {"type": "child.yaml", "properties": {"v": "one"}}},
+        "outputs": {"o": {"value": {"get_attr": ["n", "out"]}}}}),
+        files={"child.yaml": child(wait=10.0)})
+
+    def child_done() -> bool:
+        kids = children(rt, top.id)
+        return bool(kids) and kids["n"].status == "COMPLETE"
+
+    assert rt.inprocess.run(until=child_done)
+    assert rt.inprocess.drop_pending() >= 1  # the wake-up was queued: it is lost
+    if parked_again:
+        with rt.store.engine.begin() as conn:
+            conn.execute(sqlalchemy.text(
+                "UPDATE nodes SET state = 'PARKED' WHERE traversal_id = :t AND phase = "
+                "'converge'"), {"t": story_traversal(rt, top.id)})
+    done = running.wait_for_stack(rt, TENANT, top.id)
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    assert done.outputs["o"]["value"] == "one"
+    rt.store.engine.dispose()
+
+
+def story_traversal(rt: Runtime, stack_id: str) -> str:
+    with rt.store.read() as tx:
+        stack = tx.stack(stack_id)
+    assert stack is not None and stack.traversal_id is not None
+    return stack.traversal_id

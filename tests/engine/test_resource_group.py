@@ -12,7 +12,8 @@ from typing import Any
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime
 
-from .harness import Story, entity_backend
+from .harness import Story
+from .test_nested import live, live_values
 
 
 def group(count: int, *, removal: list[str] | None = None, mode: str | None = None,
@@ -62,7 +63,7 @@ def test_a_group_makes_its_members_in_a_nested_stack(story: Story) -> None:
     assert out["by_name"] == {"0": "m0", "1": "m1", "2": "m2"}
     assert out["first"] == "m0"
     assert out["removed"] == []
-    assert sorted(v for _, v in entity_backend(rt).live().values()) == ["m0", "m1", "m2"]
+    assert live_values(rt, done.id) == ["m0", "m1", "m2"]
 
 
 def test_removal_policies_take_members_from_the_middle_for_good(story: Story) -> None:
@@ -84,8 +85,7 @@ def test_removal_policies_take_members_from_the_middle_for_good(story: Story) ->
     story.update(group(6, removal=["1", before["2"]]))
     grown = story.finish()
     assert sorted(members(rt, grown)) == ["0", "3", "4", "5", "6", "7"]
-    assert sorted(v for _, v in entity_backend(rt).live().values()) == \
-        ["m0", "m3", "m4", "m5", "m6", "m7"]
+    assert live_values(rt, grown.id) == ["m0", "m3", "m4", "m5", "m6", "m7"]
 
 
 def test_removal_policies_mode_update_replaces_the_removed_list(story: Story) -> None:
@@ -136,5 +136,6 @@ def test_a_group_of_nothing_and_its_delete(story: Story) -> None:
     story.update(group(2))
     assert story.finish().stack_status == "UPDATE_COMPLETE"
     story.delete()
-    assert story.finish().stack_status == "DELETE_COMPLETE"
-    assert entity_backend(rt).live() == {}
+    gone = story.finish()
+    assert gone.stack_status == "DELETE_COMPLETE"
+    assert live(rt, gone.id) == {}
