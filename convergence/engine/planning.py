@@ -10,12 +10,17 @@ out as the first batches.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
+from graphlib import TopologicalSorter
+
 from convergence.engine.context import EngineContext, policies
 from convergence.graph.plan import RecordInfo, build_plan, choose_records
 from convergence.ports.store import Tx
 from convergence.ports.views import PLANNING, RUNNING, RecordOutline
 from convergence.ports.work import FINISH, Work, batches
-from convergence.template import TemplateError
+from convergence.template import StackDefinition, TemplateError
+from convergence.template.changes import same_resource
 
 FIRST_BATCH = 8
 
@@ -77,7 +82,11 @@ class Planner:
         missing = [(name, definition.resource_types[name]) for name in wanted
                    if name not in current] if definition else []
         current.update(tx.insert_records(stack.id, missing, policies(definition, missing)))
-        plan = build_plan(wanted, current, infos)
+        unchanged: frozenset[str] = frozenset()
+        if definition is not None and trav.template_id is not None and not trav.observe \
+                and trav.action in ("UPDATE", "ROLLBACK"):
+            unchanged = self._unchanged(tx, definition, wanted, chosen, infos)
+        plan = build_plan(wanted, current, infos, unchanged)
         tx.insert_nodes(trav.id, plan.nodes)
         tx.start_running(trav.id, len(plan.nodes))
         ready = sorted(plan.ready)
@@ -88,3 +97,35 @@ class Planner:
         first = ready[:FIRST_BATCH]
         return [*batches(traversal_id, first, batch_size),
                 *batches(traversal_id, ready[FIRST_BATCH:], batch_size)]
+
+    def _unchanged(self, tx: Tx, definition: StackDefinition,
+                   wanted: Mapping[str, frozenset[str]], chosen: Mapping[str, RecordInfo],
+                   infos: list[RecordInfo]) -> frozenset[str]:
+        """The resources an update leaves alone: converged and intact, the only record of
+        their name, defined alike in the template their record converged to and in the new
+        one (:func:`~convergence.template.changes.same_resource`), and depending only on
+        resources left alone too (so nothing they read can change)."""
+        versions = Counter(i.name for i in infos)
+        olds: dict[str, StackDefinition | None] = {}
+        same: set[str] = set()
+        for name in TopologicalSorter(wanted).static_order():
+            record = chosen.get(name)
+            if name not in wanted or record is None or not record.intact or \
+                    record.replaced_by is not None or versions[name] != 1 or \
+                    record.template_id is None:
+                continue
+            if not all(dep in same for dep in wanted[name]):
+                continue
+            tid = record.template_id
+            if tid not in olds:
+                try:
+                    olds[tid] = self.ctx.definitions.get(tid, tx.template)
+                except TemplateError:
+                    olds[tid] = None
+            old = olds[tid]
+            schema = self.ctx.registry.lookup(definition.resource_types.get(name, ""))
+            if old is not None and same_resource(
+                    old, definition, name,
+                    generates_stack=schema is not None and schema.generates_stack):
+                same.add(name)
+        return frozenset(same)

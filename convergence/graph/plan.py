@@ -90,22 +90,30 @@ def build_plan(
     wanted: Mapping[str, Iterable[str]],
     current: Mapping[str, int],
     records: Sequence[RecordInfo],
+    unchanged: frozenset[str] = frozenset(),
 ) -> Plan:
     """Plan a traversal.
 
     ``wanted`` maps each resource of the new template to the resources it requires;
     ``current`` gives the record chosen for each wanted name (new resources included: their
     records are inserted before planning); ``records`` are the records that existed before
-    this traversal (each gets a cleanup node).
+    this traversal (each gets a cleanup node). ``unchanged``: resources the traversal leaves
+    alone (defined alike, as is everything they depend on): neither their converge node nor
+    their record's cleanup node is planned, so an update costs what it changes.
     """
     nodes: list[PlannedNode] = []
     converge_seq: dict[str, int] = {}
     for name in wanted:
+        if name in unchanged:
+            continue
         seq = len(nodes)
         converge_seq[name] = seq
         nodes.append(PlannedNode(seq, name, CONVERGE, current.get(name)))
+    kept = {current[name] for name in unchanged if name in current}
     cleanup_seq: dict[int, int] = {}
     for r in records:
+        if r.id in kept:
+            continue
         seq = len(nodes)
         cleanup_seq[r.id] = seq
         nodes.append(PlannedNode(seq, r.name, CLEANUP, r.id))
@@ -119,6 +127,8 @@ def build_plan(
             if req in converge_seq:
                 edge(converge_seq[req], converge_seq[name])
     for r in records:
+        if r.id in kept:
+            continue
         for required in set(r.requires):
             if required in cleanup_seq and required != r.id:
                 edge(cleanup_seq[r.id], cleanup_seq[required])

@@ -120,6 +120,12 @@ def test_growing_a_group_touches_only_its_new_members(story: Story) -> None:
     updated = [e for e in story_events(rt, child.id) if e.action == "UPDATE"
                and e.resource_name != child.name]
     assert updated == []
+    # The nested stack's update planned the new members only: the others were not stepped.
+    with rt.store.read() as tx:
+        grown = tx.stack(child.id)
+        assert grown is not None and grown.traversal_id is not None
+        planned = tx.nodes(grown.traversal_id, range(1000))
+    assert sorted(n.name for n in planned) == ["3", "4"]
 
 
 def story_events(rt: Runtime, stack_id: str) -> list[Any]:
