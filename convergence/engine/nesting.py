@@ -18,7 +18,7 @@ lost message left parked.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from convergence.plugins.base import PluginContext, ResourcePlugin
@@ -29,6 +29,7 @@ from convergence.template import StackDefinition
 from convergence.template.files import is_template_reference
 from convergence.template.nesting import (
     ATTRIBUTE_PATHS,
+    UPDATE_POLICY,
     attribute_paths,
     group_context,
     template_child,
@@ -39,15 +40,22 @@ WAKE_BATCH = 200
 
 
 def nested_properties(definition: StackDefinition, name: str, plugin: ResourcePlugin,
-                      props: dict[str, Any]) -> dict[str, Any]:
-    """The properties a resource records and its plugin is called with."""
+                      props: dict[str, Any],
+                      resolve: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
+    """The properties a resource records and its plugin is called with (``resolve``: the
+    step's resolver, for the resource's ``update_policy``)."""
     if is_template_reference(definition.resource_types[name]):
         # A template resource: its properties are its child's parameters, and what the
         # child is made from counts as one more (a new file updates the child).
         return {"parameters": props, "template": template_digest(definition, name)}
     if plugin.schema.generates_stack:
-        # A group: what the template reads of it is part of what its child offers.
-        return {**props, ATTRIBUTE_PATHS: attribute_paths(definition, name)}
+        # A group: what the template reads of it is part of what its child offers, and its
+        # update policy says how its members change (rolling, in batches).
+        out = {**props, ATTRIBUTE_PATHS: attribute_paths(definition, name)}
+        policy = definition.template.resources[name].update_policy
+        if policy:
+            out[UPDATE_POLICY] = resolve(policy)
+        return out
     return props
 
 

@@ -162,7 +162,7 @@ class Stepper(ObservingSteps):
                 StackIdentity(inp.stack.name, inp.stack.id, inp.stack.tenant),
                 data=RecordData(inp.heads))
             props = with_defaults(plugin.schema.properties, resolver.properties(name))
-            props = nested_properties(definition, name, plugin, props)
+            props = nested_properties(definition, name, plugin, props, resolver.resolve)
         except UnknownValue as exc:
             return self.fail(inp, record, inp.token, _action_for(record),
                                 f"a value it needs is not available: {exc.what}")

@@ -34,6 +34,8 @@ from convergence.template.validate import StackDefinition
 # The property under which the engine hands a group the ``get_attr`` paths the template reads
 # of it (:func:`attribute_paths`): recorded with its properties, so a new one updates it.
 ATTRIBUTE_PATHS = "_attribute_paths"
+# ... and the group's resolved ``update_policy`` (how its members change: rolling, batches).
+UPDATE_POLICY = "_update_policy"
 
 
 @dataclass(frozen=True, slots=True)

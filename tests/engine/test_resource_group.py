@@ -145,3 +145,78 @@ def test_a_group_of_nothing_and_its_delete(story: Story) -> None:
     gone = story.finish()
     assert gone.stack_status == "DELETE_COMPLETE"
     assert live(rt, gone.id) == {}
+
+
+def rolling(count: int, value: str, policy: dict[str, Any], *, wait: float = 5.0) -> str:
+    doc = json.loads(group(count, value=value))
+    g = doc["resources"]["g"]
+    g["properties"]["resource_def"]["properties"]["action_wait_secs"] = {
+        "create": wait, "update": wait}
+    g["update_policy"] = policy
+    return json.dumps(doc)
+
+
+def most_at_once(events: list[Any], action: str) -> int:
+    """The most members ever in the middle of ``action`` at the same time, by the events."""
+    busy: set[str] = set()
+    most = 0
+    for e in sorted(events, key=lambda e: e.id):
+        if e.action != action or not e.resource_name.isdigit():
+            continue
+        if e.status == "IN_PROGRESS":
+            busy.add(e.resource_name)
+            most = max(most, len(busy))
+        else:
+            busy.discard(e.resource_name)
+    return most
+
+
+def child_events(rt: Runtime, stack: StackView) -> list[Any]:
+    with rt.store.read() as tx:
+        (child,) = tx.child_stacks(stack.id)
+    return story_events(rt, child.id)
+
+
+def test_a_rolling_update_changes_a_batch_at_a_time(story: Story) -> None:
+    rt = story.rt
+    policy = {"rolling_update": {"max_batch_size": 2}}
+    story.create(rolling(5, "v1-%index%", policy))
+    story.finish()
+    story.update(rolling(5, "v2-%index%", policy))
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    assert outputs(done)["outs"] == [f"v2-{i}" for i in range(5)]
+    events = child_events(rt, done)
+    updates = [e for e in events if e.action == "UPDATE" and e.status == "COMPLETE"
+               and e.resource_name.isdigit()]
+    assert sorted(e.resource_name for e in updates) == ["0", "1", "2", "3", "4"]
+    assert most_at_once(events, "UPDATE") == 2  # two by two, in three stages
+    assert most_at_once(events, "CREATE") == 5  # made all at once: no batch_create
+
+
+def test_min_in_service_and_pause_time_bound_each_batch(story: Story) -> None:
+    rt = story.rt
+    policy = {"rolling_update": {"max_batch_size": 3, "min_in_service": 4,
+                                 "pause_time": 30}}
+    story.create(rolling(5, "v1-%index%", policy))
+    story.finish()
+    story.update(rolling(5, "v2-%index%", policy))
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    events = [e for e in child_events(rt, done) if e.action == "UPDATE"
+              and e.resource_name.isdigit()]
+    assert most_at_once(events, "UPDATE") == 1  # five members, four kept in service
+    # Each batch starts at least pause_time after the one before it ended.
+    ordered = sorted(events, key=lambda e: e.id)
+    for ended, began in zip(ordered[1::2], ordered[2::2], strict=False):
+        assert (ended.status, began.status) == ("COMPLETE", "IN_PROGRESS")
+        assert began.created_at - ended.created_at >= 30
+
+
+def test_batch_create_makes_members_a_batch_at_a_time(story: Story) -> None:
+    rt = story.rt
+    story.create(rolling(5, "v1-%index%", {"batch_create": {"max_batch_size": 2}}))
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    assert outputs(done)["outs"] == [f"v1-{i}" for i in range(5)]
+    assert most_at_once(child_events(rt, done), "CREATE") == 2

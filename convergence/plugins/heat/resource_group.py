@@ -22,13 +22,17 @@ Callers: the engine's steps, through the registry (entry point ``OS::Heat::Resou
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from convergence.plugins.base import ChildState, PluginContext, Progress
-from convergence.plugins.heat.nested import STACK_ID, STACK_NAME, NestedStackBase, stacks_of
-from convergence.template.nesting import ATTRIBUTE_PATHS, ChildTemplate
+from convergence.plugins.heat.groups import (
+    REFS_MAP,
+    REMOVED,
+    Batches,
+    GroupBase,
+    name_order,
+)
+from convergence.template.nesting import UPDATE_POLICY
 from convergence.template.properties import (
     INTEGER,
     LIST,
@@ -37,10 +41,6 @@ from convergence.template.properties import (
     PropertySchema,
     TypeSchema,
 )
-
-REFS, REFS_MAP, REMOVED = "refs", "refs_map", "removed_rsrc_list"
-SPECIAL = frozenset({REFS, REFS_MAP, REMOVED, "attributes", STACK_ID, STACK_NAME})
-HOT_VERSION = "2018-08-31"
 
 
 def member_names(count: int, removed: set[str]) -> list[str]:
@@ -76,7 +76,7 @@ def removed_names(props: Mapping[str, Any], refs_map: Mapping[str, Any],
     return set(removed_before) | named
 
 
-class ResourceGroup(NestedStackBase):
+class ResourceGroup(GroupBase):
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Heat::ResourceGroup",
         properties={
@@ -103,86 +103,36 @@ class ResourceGroup(NestedStackBase):
         generates_stack=True,
     )
 
-    # the nested template --------------------------------------------------------------------
-    def child(self, ctx: PluginContext, props: Mapping[str, Any],
-              current: ChildState | None = None) -> ChildTemplate:
-        outputs = current.outputs if current is not None else {}
+    def membership(self, props: Mapping[str, Any],
+                   outputs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         removed = removed_names(props, outputs.get(REFS_MAP) or {},
                                 list(outputs.get(REMOVED) or []))
-        names = member_names(int(props.get("count", 1)), removed)
+        return member_names(int(props.get("count", 1)), removed), \
+            sorted(removed, key=name_order)
+
+    def member(self, props: Mapping[str, Any], name: str) -> dict[str, Any]:
         index_var = str(props.get("index_var", "%index%"))
         definition = dict(props["resource_def"])
-        resources: dict[str, Any] = {}
-        for name in names:
-            member: dict[str, Any] = {"type": definition["type"]}
-            if definition.get("properties"):
-                member["properties"] = with_index(definition["properties"], index_var, name)
-            if definition.get("metadata"):
-                member["metadata"] = with_index(definition["metadata"], index_var, name)
-            resources[name] = member
-        outputs_doc = _outputs(names, sorted(removed, key=_order),
-                               props.get(ATTRIBUTE_PATHS) or [])
-        text = json.dumps({"heat_template_version": HOT_VERSION, "resources": resources,
-                           "outputs": outputs_doc}, sort_keys=True)
-        base = ctx.child or ChildTemplate("")
-        return ChildTemplate(text, base.files, base.environment)
+        member: dict[str, Any] = {"type": definition["type"]}
+        if definition.get("properties"):
+            member["properties"] = with_index(definition["properties"], index_var, name)
+        if definition.get("metadata"):
+            member["metadata"] = with_index(definition["metadata"], index_var, name)
+        return member
 
-    def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
-               new: Mapping[str, Any]) -> Progress:
-        if physical_id is None:
-            return self.create(ctx, new)
-        stacks = stacks_of(ctx)
-        current = stacks.state(ctx, physical_id)
-        state = stacks.update(ctx, physical_id, self.child(ctx, new, current))
-        return self._progress(ctx, state, new)
+    def rolling(self, props: Mapping[str, Any], existing: int) -> Batches | None:
+        policy = (props.get(UPDATE_POLICY) or {}).get("rolling_update")
+        if not isinstance(policy, Mapping):
+            return None
+        size = int(policy.get("max_batch_size", 1) or 1)
+        in_service = int(policy.get("min_in_service", 0) or 0)
+        if in_service and existing:
+            size = min(size, max(existing - in_service, 1))
+        return Batches(size, float(policy.get("pause_time", 0) or 0))
 
-    def needs_replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-        return False
-
-    def attributes(self, state: ChildState, props: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {STACK_ID: state.id, STACK_NAME: state.name}
-        members: dict[str, Any] = {}
-        for key, value in state.outputs.items():
-            if key.startswith("attributes."):
-                members[key[len("attributes."):]] = value
-            else:
-                out[key] = value
-        if members:
-            out["attributes"] = members
-        return out
-
-
-def _order(name: str) -> tuple[int, str]:
-    return (int(name), "") if name.isdigit() else (1 << 62, name)
-
-
-def _outputs(names: list[str], removed: list[str],
-             paths: list[list[Any]]) -> dict[str, Any]:
-    """The nested template's outputs: references, the removed list, and what the parent's
-    template reads of the group (``paths``)."""
-    out: dict[str, Any] = {
-        REFS: {"value": [{"get_resource": n} for n in names]},
-        REFS_MAP: {"value": {n: {"get_resource": n} for n in names}},
-        REMOVED: {"value": removed},
-    }
-    for path in paths:
-        attribute, rest = str(path[0]), [str(p) for p in path[1:]]
-        if attribute in (REFS, REFS_MAP, REMOVED, STACK_ID, STACK_NAME):
-            continue
-        if attribute == "attributes":
-            if rest:
-                out[f"attributes.{rest[0]}"] = {"value": {
-                    n: {"get_attr": [n, rest[0]]} for n in names}}
-        elif attribute.startswith("resource."):
-            member, _, inner = attribute[len("resource."):].partition(".")
-            if member not in names:
-                continue
-            if inner:
-                out[attribute] = {"value": {"get_attr": [member, inner]}}
-            elif rest:
-                out[attribute] = {"value": {rest[0]: {"get_attr": [member, rest[0]]}}}
-            else:
-                out[attribute] = {"value": {"get_resource": member}}
-        else:
-            out[attribute] = {"value": [{"get_attr": [n, attribute]} for n in names]}
-    return out
+    def batch_create(self, props: Mapping[str, Any]) -> Batches | None:
+        policy = (props.get(UPDATE_POLICY) or {}).get("batch_create")
+        if not isinstance(policy, Mapping):
+            return None
+        return Batches(int(policy.get("max_batch_size", 1) or 1),
+                       float(policy.get("pause_time", 0) or 0))
