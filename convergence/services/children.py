@@ -196,6 +196,15 @@ class ChildStackService:
             return None
         return child_state(stack)
 
+    def failed(self, ctx: PluginContext, child_id: str) -> list[str]:
+        parent_id, _ = _owner(ctx)
+        with self.rt.store.read() as tx:
+            stack = tx.stack(child_id)
+            if stack is None or stack.parent_id != parent_id:
+                return []
+            return sorted(r.name for r in tx.records(child_id)
+                          if r.replaced_by is None and r.status == "FAILED")
+
     # helpers --------------------------------------------------------------------------------
     def _accept(self, content: TemplateContent, depth: int) -> StackDefinition:
         """Validate a child's content as a request's is (sizes, template, the nesting left

@@ -161,7 +161,7 @@ def most_at_once(events: list[Any], action: str) -> int:
     busy: set[str] = set()
     most = 0
     for e in sorted(events, key=lambda e: e.id):
-        if e.action != action or not e.resource_name.isdigit():
+        if e.action != action or e.resource_type == "OS::Heat::Stack":  # members only
             continue
         if e.status == "IN_PROGRESS":
             busy.add(e.resource_name)

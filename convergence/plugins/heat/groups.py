@@ -64,10 +64,11 @@ class GroupBase(NestedStackBase):
     """A group of resources as a nested stack (see the module)."""
 
     # what a group type says -----------------------------------------------------------------
-    def membership(self, props: Mapping[str, Any],
-                   outputs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
+                   failed: Sequence[str] = ()) -> tuple[list[str], list[str]]:
         """The members (in order) and the removed names (kept so they are never reused),
-        given the nested stack's outputs as they are (``refs_map``, ``removed_rsrc_list``)."""
+        given the nested stack's outputs as they are (``refs_map``, ``removed_rsrc_list``)
+        and its members that failed (the first to go when the group shrinks)."""
         raise NotImplementedError
 
     def member(self, props: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -106,7 +107,8 @@ class GroupBase(NestedStackBase):
 
     # stages ---------------------------------------------------------------------------------
     def _stages(self, props: Mapping[str, Any], old: Mapping[str, Any] | None,
-                names: list[str], existing: set[str]) -> dict[str, Any]:
+                names: list[str], existing: set[str],
+                failed: Sequence[str] = ()) -> dict[str, Any]:
         """How the members are renewed: in ``order``, the first ``first`` at once, then
         ``size`` more at each of ``count`` stages (one stage: all at once)."""
         if old is None:
@@ -118,6 +120,8 @@ class GroupBase(NestedStackBase):
                     "count": math.ceil(len(names) / size)}
         kept = [n for n in names if n in existing]
         changed = [n for n in kept if self.member(old, n) != self.member(props, n)]
+        broken = set(failed)
+        changed.sort(key=lambda n: n not in broken)  # failed members are renewed first
         batches = self.rolling(props, len(kept))
         fresh = [n for n in names if n not in existing]
         if batches is None or not changed:
@@ -190,9 +194,10 @@ class GroupBase(NestedStackBase):
         current = stacks_of(ctx).state(ctx, physical_id)
         if current is None or current.deleted:
             raise ResourceFailure(f"nested stack {physical_id} is gone")
-        names, removed = self.membership(new, current.outputs)
+        failed = stacks_of(ctx).failed(ctx, physical_id)
+        names, removed = self.membership(new, current.outputs, failed)
         existing = set(current.outputs.get(REFS_MAP) or {})
-        stages = self._stages(new, old, names, existing)
+        stages = self._stages(new, old, names, existing, failed)
         plan = {"stage": 0, **stages, "names": names, "removed": removed,
                 "old": dict(old) if stages["count"] > 1 else None,
                 "pause": self._pause(new, old)}
@@ -247,8 +252,8 @@ def group_outputs(names: list[str], removed: list[str],
     }
     for path in paths:
         attribute, rest = str(path[0]), [str(p) for p in path[1:]]
-        if attribute in (REFS, REFS_MAP, REMOVED, STACK_ID, STACK_NAME):
-            continue
+        if attribute in (REFS, REFS_MAP, REMOVED, STACK_ID, STACK_NAME, "members"):
+            continue  # the group's own
         if attribute == "attributes":
             if rest:
                 out[f"attributes.{rest[0]}"] = {"value": {

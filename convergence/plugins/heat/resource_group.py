@@ -22,7 +22,7 @@ Callers: the engine's steps, through the registry (entry point ``OS::Heat::Resou
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from convergence.plugins.heat.groups import (
@@ -103,12 +103,22 @@ class ResourceGroup(GroupBase):
         generates_stack=True,
     )
 
-    def membership(self, props: Mapping[str, Any],
-                   outputs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-        removed = removed_names(props, outputs.get(REFS_MAP) or {},
-                                list(outputs.get(REMOVED) or []))
-        return member_names(int(props.get("count", 1)), removed), \
-            sorted(removed, key=name_order)
+    def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
+                   failed: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+        refs_map = outputs.get(REFS_MAP) or {}
+        removed = removed_names(props, refs_map, list(outputs.get(REMOVED) or []))
+        count = int(props.get("count", 1))
+        names = member_names(count, removed)
+        # Shrinking: the failed members go first (their names join the removed list), then
+        # the last ones, as Heat removes them.
+        existing = [n for n in refs_map if n not in removed]
+        excess = len(existing) - count
+        if excess > 0:
+            victims = [n for n in sorted(failed, key=name_order) if n in existing][:excess]
+            if victims:
+                removed |= set(victims)
+                names = member_names(count, removed)
+        return names, sorted(removed, key=name_order)
 
     def member(self, props: Mapping[str, Any], name: str) -> dict[str, Any]:
         index_var = str(props.get("index_var", "%index%"))
