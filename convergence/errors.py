@@ -41,3 +41,8 @@ class CloudRefused(ConvergenceError):
     def __init__(self, message: str, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class NotSupported(ConvergenceError):
+    """What the request asks is not something this resource (or stack) does: Heat's
+    ``NotSupported`` (a signal to a resource type that takes none)."""

@@ -21,6 +21,7 @@ from convergence.errors import (
     Conflict,
     InvalidParameter,
     NotFound,
+    NotSupported,
     PreconditionFailed,
 )
 from convergence.template import TemplateError
@@ -108,6 +109,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
         return error_response(409, "Conflict", str(exc))
+
+    @app.exception_handler(NotSupported)
+    async def _not_supported(_: Request, exc: NotSupported) -> JSONResponse:
+        return error_response(400, "NotSupported", str(exc))
 
     @app.exception_handler(InvalidParameter)
     async def _invalid_parameter(_: Request, exc: InvalidParameter) -> JSONResponse:

@@ -20,16 +20,19 @@ lives here rather than in ``convergence.api.stacks``. Requests are read with
 - ``GET .../resources/{name}/metadata``: the template's ``metadata`` of the resource.
 - ``PATCH .../resources/{name_or_physical_id}``: ``mark_unhealthy``; the resource becomes
   CHECK_FAILED and the next update replaces it.
-- ``POST .../resources/{name}/signal``: no resource type takes signals yet: 400 NotSupported.
+- ``POST .../resources/{name}/signal``: a scaling policy scales its group
+  (``convergence.services.scaling``); a type that takes no signals answers 400 NotSupported.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from convergence.api import event_params, views
 from convergence.api.auth import require_auth
@@ -49,7 +52,7 @@ from convergence.heat_fields import FILTER_KEYS, StackQuery
 from convergence.ports.pages import EventQuery
 from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
-from convergence.services import heat_shapes, inputs, pages, queries, stacks
+from convergence.services import heat_shapes, inputs, pages, queries, scaling, stacks
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
@@ -218,10 +221,16 @@ def mark_unhealthy(resource_name: str, stack: StackView = Depends(canonical_stac
 
 
 @router.post("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/signal")
-def signal_resource(resource_name: str, stack: StackView = Depends(canonical_stack),  # noqa: B008
-                    rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
-    record = _record(rt, stack, resource_name)
-    if record is None:
-        raise _no_resource(stack, resource_name)
-    raise ApiError(400, "NotSupported", f"Signal resource during {record.action} is not "
-                   f"supported: the resource type {record.type} does not take signals.")
+async def signal_resource(request: Request, resource_name: str,
+                          stack: StackView = Depends(canonical_stack),  # noqa: B008
+                          rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
+    body = await request.body()
+    details: Any = None
+    if body.strip():
+        try:
+            details = json.loads(body)
+        except ValueError:
+            raise bad_request("The signal's body must be JSON.") from None
+    await run_in_threadpool(scaling.signal_resource, rt, stack.tenant, stack.id,
+                            resource_name, details)
+    return JSONResponse(None, status_code=200)

@@ -43,9 +43,13 @@ def build_definition(content: TemplateContent, catalog: TypeCatalog,
     limits = limits or Limits(max_bytes=max(len(content.text.encode()) + 1, 1024 * 1024))
     if max_nesting is not None:
         limits = dataclasses.replace(limits, max_nesting=max_nesting)
-    return validate_stack(content.text, catalog=catalog, environments=envs,
-                          parameters=dict(content.parameters), files=dict(content.files),
-                          limits=limits, custom_constraints=custom_constraints)
+    definition = validate_stack(content.text, catalog=catalog, environments=envs,
+                                parameters=dict(content.parameters),
+                                files=dict(content.files), limits=limits,
+                                custom_constraints=custom_constraints)
+    if content.scaling:
+        definition = dataclasses.replace(definition, scaling=dict(content.scaling))
+    return definition
 
 
 class DefinitionCache:

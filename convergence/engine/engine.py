@@ -162,7 +162,7 @@ class Engine:
                              stack_name=stack.name, resource_name=record.name,
                              now=self.ctx.store.clock, backends=self.ctx.registry.backends,
                              lease_good=lease_good, first_attempt=token == 1,
-                             scope=scope_of(stack))
+                             scope=scope_of(stack), stack_tenant=stack.tenant)
 
     def _deletion_policy(self, record: RecordView) -> str | None:
         """The deletion policy of what a record made; None: it cannot be told (see

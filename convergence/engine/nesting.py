@@ -29,6 +29,7 @@ from convergence.template import StackDefinition
 from convergence.template.files import is_template_reference
 from convergence.template.nesting import (
     ATTRIBUTE_PATHS,
+    CAPACITY,
     UPDATE_POLICY,
     attribute_paths,
     group_context,
@@ -55,6 +56,9 @@ def nested_properties(definition: StackDefinition, name: str, plugin: ResourcePl
         policy = definition.template.resources[name].update_policy
         if policy:
             out[UPDATE_POLICY] = resolve(policy)
+        capacity = (definition.scaling.get("capacity") or {}).get(name)
+        if capacity is not None:
+            out[CAPACITY] = capacity
         return out
     return props
 

@@ -228,6 +228,8 @@ class PluginContext:
     scope: CloudScope = DEFAULT_SCOPE
     # A template resource's child stack as its definition makes it (None: any other type).
     child: ChildTemplate | None = None
+    # The stack's tenant (a resource's own URLs name it).
+    stack_tenant: str = ""
 
     def check_lease(self) -> None:
         """Raise :class:`RetryLater` if the lease is gone (call right before a change)."""

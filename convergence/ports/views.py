@@ -33,15 +33,20 @@ class TemplateContent:
     files: Mapping[str, str] = field(default_factory=dict)
     environments: tuple[Any, ...] = ()
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    # What the autoscaler decided beside the user's input (``convergence.services.scaling``):
+    # ``capacity``, the size of each scaling group a policy's signal set; ``signalled``, when
+    # each policy last scaled (its cooldown). Kept by a PATCH, dropped by a new template.
+    scaling: Mapping[str, Any] = field(default_factory=dict)
 
 
 def template_id(content: TemplateContent) -> str:
     """The content address of a desired state."""
-    canonical = json.dumps(
-        {"text": content.text, "files": dict(content.files),
-         "environments": list(content.environments), "parameters": dict(content.parameters)},
-        sort_keys=True, separators=(",", ":"), default=str,
-    )
+    body: dict[str, Any] = {
+        "text": content.text, "files": dict(content.files),
+        "environments": list(content.environments), "parameters": dict(content.parameters)}
+    if content.scaling:  # absent when empty: the ids of contents stored before stay the same
+        body["scaling"] = dict(content.scaling)
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -129,7 +129,11 @@ def requested_content(current: TemplateContent | None, template: str | None,
         for name in clear_parameters:
             given.pop(name, None)
         parameters = given
-    return template_content(template, files, environments or (), parameters)
+    content = template_content(template, files, environments or (), parameters)
+    if existing and current is not None and current.scaling:
+        # What the autoscaler decided stays with a PATCH (a new template starts over).
+        content = dataclasses.replace(content, scaling=dict(current.scaling))
+    return content
 
 
 def check_scope(rt: Runtime, scope: CloudScope) -> None:

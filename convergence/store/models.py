@@ -72,6 +72,8 @@ class TemplateRow(Base):
     # The template's description, written with it so that a stack list reads no template
     # body; None: stored before migration 0010 (read from the text then).
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # What the autoscaler decided (``TemplateContent.scaling``); None: nothing.
+    scaling: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class StackRow(Base):

@@ -33,7 +33,8 @@ class StackQueries(TxPart):
             dialect.insert_or_ignore(self.conn, T_TEMPLATE, "id", dict(
                 id=tid, text=content.text, files=dict(content.files),
                 environments=list(content.environments), parameters=dict(content.parameters),
-                created_at=self.now, description=description))
+                created_at=self.now, description=description,
+                scaling=dict(content.scaling) if content.scaling else None))
         return tid
 
     def template_descriptions(self, tids: Iterable[str]) -> dict[str, str | None]:
@@ -49,7 +50,7 @@ class StackQueries(TxPart):
     def template(self, tid: str) -> TemplateContent:
         row = self.conn.execute(select(T_TEMPLATE).where(T_TEMPLATE.c.id == tid)).one()
         return TemplateContent(row.text, row.files or {}, tuple(row.environments or ()),
-                               row.parameters or {})
+                               row.parameters or {}, row.scaling or {})
 
     # stacks -------------------------------------------------------------------------------
     def insert_stack(self, stack_id: str, tenant: str, name: str, *, timeout_mins: int | None,

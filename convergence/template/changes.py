@@ -72,6 +72,9 @@ def same_resource(old: StackDefinition, new: StackDefinition, name: str, *,
     if generates_stack:
         if attribute_paths(old, name) != attribute_paths(new, name):
             return False
+        if (old.scaling.get("capacity") or {}).get(name) != \
+                (new.scaling.get("capacity") or {}).get(name):
+            return False
         if dict(old.template.files) != dict(new.template.files) or \
                 old.environment.resource_registry != new.environment.resource_registry:
             return False

@@ -36,6 +36,8 @@ from convergence.template.validate import StackDefinition
 ATTRIBUTE_PATHS = "_attribute_paths"
 # ... and the group's resolved ``update_policy`` (how its members change: rolling, batches).
 UPDATE_POLICY = "_update_policy"
+# ... and the size the autoscaler set it to (``StackDefinition.scaling``), if any.
+CAPACITY = "_capacity"
 
 
 @dataclass(frozen=True, slots=True)

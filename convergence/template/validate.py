@@ -63,6 +63,8 @@ class StackDefinition:
     resource_types: Mapping[str, str]  # effective type of each existing resource
     dependencies: Mapping[str, frozenset[str]]
     nested: Mapping[str, StackDefinition] = field(default_factory=dict)
+    # What the autoscaler decided beside the template (see ``TemplateContent.scaling``).
+    scaling: Mapping[str, Any] = field(default_factory=dict)
 
     def resolver(self, identity: StackIdentity | None = None, **kwargs: Any) -> TemplateResolver:
         return TemplateResolver(self.template, self.parameters, identity=identity, **kwargs)

@@ -30,7 +30,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from convergence.plugins.base import (
     CREATE,
@@ -44,6 +44,8 @@ from convergence.plugins.heat.nested import STACK_ID, STACK_NAME, NestedStackBas
 from convergence.template.nesting import ATTRIBUTE_PATHS, ChildTemplate
 
 REFS, REFS_MAP, REMOVED = "refs", "refs_map", "removed_rsrc_list"
+# ``get_attr [group, <kind>, a]``: each member's ``a``, by name (a map) or in order (a list).
+MAPS, LISTS = ("attributes", "outputs"), ("outputs_list",)
 HOT_VERSION = "2018-08-31"
 
 
@@ -62,6 +64,9 @@ def name_order(name: str) -> tuple[int, str]:
 
 class GroupBase(NestedStackBase):
     """A group of resources as a nested stack (see the module)."""
+
+    # Attributes the group computes itself rather than reads of its members.
+    own_attributes: ClassVar[frozenset[str]] = frozenset()
 
     # what a group type says -----------------------------------------------------------------
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
@@ -94,7 +99,7 @@ class GroupBase(NestedStackBase):
             keep = old is not None and renewed is not None and name not in renewed
             resources[name] = self.member(old if keep and old is not None else props, name)
         outputs = group_outputs(list(names), sorted(removed, key=name_order),
-                                props.get(ATTRIBUTE_PATHS) or [])
+                                props.get(ATTRIBUTE_PATHS) or [], self.own_attributes)
         text = json.dumps({"heat_template_version": HOT_VERSION, "resources": resources,
                            "outputs": outputs}, sort_keys=True)
         base = ctx.child or ChildTemplate("")
@@ -230,21 +235,20 @@ class GroupBase(NestedStackBase):
 
     def attributes(self, state: ChildState, props: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {STACK_ID: state.id, STACK_NAME: state.name}
-        members: dict[str, Any] = {}
         for key, value in state.outputs.items():
-            if key.startswith("attributes."):
-                members[key[len("attributes."):]] = value
+            kind, _, attribute = key.partition(".")
+            if attribute and kind in MAPS + LISTS:
+                out.setdefault(kind, {})[attribute] = value
             else:
                 out[key] = value
-        if members:
-            out["attributes"] = members
         return out
 
 
-def group_outputs(names: list[str], removed: list[str],
-                  paths: Sequence[Sequence[Any]]) -> dict[str, Any]:
+def group_outputs(names: list[str], removed: list[str], paths: Sequence[Sequence[Any]],
+                  own: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The nested template's outputs: references, the removed list, and what the parent's
-    template reads of the group (``paths``)."""
+    template reads of the group (``paths``), but the attributes the group makes itself
+    (``own``)."""
     out: dict[str, Any] = {
         REFS: {"value": [{"get_resource": n} for n in names]},
         REFS_MAP: {"value": {n: {"get_resource": n} for n in names}},
@@ -252,12 +256,16 @@ def group_outputs(names: list[str], removed: list[str],
     }
     for path in paths:
         attribute, rest = str(path[0]), [str(p) for p in path[1:]]
-        if attribute in (REFS, REFS_MAP, REMOVED, STACK_ID, STACK_NAME, "members"):
+        if attribute in (REFS, REFS_MAP, REMOVED, STACK_ID, STACK_NAME) or attribute in own:
             continue  # the group's own
-        if attribute == "attributes":
+        if attribute in MAPS:  # each member's attribute, by name
             if rest:
-                out[f"attributes.{rest[0]}"] = {"value": {
+                out[f"{attribute}.{rest[0]}"] = {"value": {
                     n: {"get_attr": [n, rest[0]]} for n in names}}
+        elif attribute in LISTS:  # each member's attribute, in order
+            if rest:
+                out[f"{attribute}.{rest[0]}"] = {"value": [
+                    {"get_attr": [n, rest[0]]} for n in names]}
         elif attribute.startswith("resource."):
             member, _, inner = attribute[len("resource."):].partition(".")
             if member not in names:

@@ -48,6 +48,7 @@ def _index(name: str, prefix: str) -> int | None:
 
 
 class NodeGroup(GroupBase):
+    own_attributes: ClassVar[frozenset[str]] = frozenset({"members"})
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Convergence::NodeGroup",
         properties={

@@ -2,7 +2,8 @@
 stack, the resource and the record (version) that owns it, its depth and its tree's top-level
 stack; a node whose step
 waits on something outside its stack (a nested stack's end) is ``PARKED`` and holds nothing,
-and ``woken`` says the event it waits for came while its step was still running.
+and ``woken`` says the event it waits for came while its step was still running; a stored
+desired state keeps what the autoscaler decided beside the user's input (``scaling``).
 
 Revision ID: 0015
 Revises: 0014
@@ -41,9 +42,13 @@ def upgrade() -> None:
     with op.batch_alter_table("nodes") as batch:
         batch.add_column(sa.Column("woken", sa.Boolean(), nullable=False,
                                    server_default=sa.false()))
+    with op.batch_alter_table("templates") as batch:
+        batch.add_column(sa.Column("scaling", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("templates") as batch:
+        batch.drop_column("scaling")
     with op.batch_alter_table("nodes") as batch:
         batch.drop_column("woken")
     op.drop_index("ix_stacks_parent_record", table_name="stacks")
