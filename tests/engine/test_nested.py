@@ -266,3 +266,29 @@ def story_traversal(rt: Runtime, stack_id: str) -> str:
         stack = tx.stack(stack_id)
     assert stack is not None and stack.traversal_id is not None
     return stack.traversal_id
+
+
+def test_a_cancel_without_rollback_stops_the_children_too(story: Story) -> None:
+    rt = story.rt
+    assert rt.inprocess is not None
+    story.create(parent(), files={"child.yaml": child(wait=60.0)})
+    stack_id = story.stack().id
+
+    def children_working() -> bool:
+        kids = children(rt, stack_id)
+        return len(kids) == 2 and all(k.status == "IN_PROGRESS" for k in kids.values())
+
+    assert rt.inprocess.run(until=children_working)
+    stacks.cancel_stack(rt, TENANT, stack_id, rollback=False)
+    done = story.finish()
+    assert done.stack_status == "CREATE_FAILED", done.status_reason
+    kids = children(rt, stack_id)
+    assert {k.stack_status for k in kids.values()} == {"CREATE_FAILED"}
+    assert all("cancelled" in k.status_reason for k in kids.values())
+    # Nothing shows in progress anywhere in the tree: what was under way was abandoned.
+    with rt.store.read() as tx:
+        tree = every_stack(rt, stack_id)
+        assert len(tree) == 3
+        for s in tree:
+            assert s.status != "IN_PROGRESS"
+            assert [r.name for r in tx.records(s.id) if r.status == "IN_PROGRESS"] == []
