@@ -101,7 +101,7 @@ class GroupBase(NestedStackBase):
         outputs = group_outputs(list(names), sorted(removed, key=name_order),
                                 props.get(ATTRIBUTE_PATHS) or [], self.own_attributes)
         text = json.dumps({"heat_template_version": HOT_VERSION, "resources": resources,
-                           "outputs": outputs}, sort_keys=True)
+                           "outputs": outputs})  # in member order
         base = ctx.child or ChildTemplate("")
         return ChildTemplate(text, base.files, base.environment)
 
