@@ -11,9 +11,10 @@ the services read), and the services (``convergence.services.templates`` and ``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from convergence.ports.views import TemplateContent
 from convergence.template import (
@@ -25,6 +26,8 @@ from convergence.template import (
 )
 from convergence.template.common_constraints import COMMON_CONSTRAINTS
 from convergence.template.constraints import CustomConstraints
+from convergence.template.model import Template
+from convergence.template.parse import parse_collecting
 from convergence.template.source import Limits
 
 
@@ -43,7 +46,11 @@ def build_definition(content: TemplateContent, catalog: TypeCatalog,
     limits = limits or Limits(max_bytes=max(len(content.text.encode()) + 1, 1024 * 1024))
     if max_nesting is not None:
         limits = dataclasses.replace(limits, max_nesting=max_nesting)
-    definition = validate_stack(content.text, catalog=catalog, environments=envs,
+    # Parsed once per text: the nested stacks of a group share one template and differ by
+    # their parameters only, which validation (not parsing) reads.
+    parsed = PARSED.get(content.text, content.files, limits)
+    definition = validate_stack(parsed if parsed is not None else content.text,
+                                catalog=catalog, environments=envs,
                                 parameters=dict(content.parameters),
                                 files=dict(content.files), limits=limits,
                                 custom_constraints=custom_constraints)
@@ -52,9 +59,50 @@ def build_definition(content: TemplateContent, catalog: TypeCatalog,
     return definition
 
 
+class ParsedTemplates:
+    """Templates parsed without problems, by what parsing reads (the text, the files, the
+    limits): bounded, shared by the threads of a process. A text with problems is not kept
+    (validation parses it again, to report them)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._items: OrderedDict[tuple[str, str, Limits], Template] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, text: str, files: Mapping[str, str], limits: Limits) -> Template | None:
+        key = (hashlib.sha256(text.encode()).hexdigest(), _files_digest(files), limits)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        problems = Problems()
+        parsed = parse_collecting(text, problems, files=dict(files), limits=limits)
+        if parsed is None or problems:
+            return None
+        with self._lock:
+            self._items[key] = parsed
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return parsed
+
+
+def _files_digest(files: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    for key in sorted(files):
+        digest.update(key.encode())
+        digest.update(b"\0")
+        digest.update(str(files[key]).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+PARSED = ParsedTemplates()
+
+
 class DefinitionCache:
     def __init__(self, load: Callable[[str], TemplateContent], catalog: TypeCatalog,
-                 size: int = 64) -> None:
+                 size: int = 512) -> None:
         self._load = load
         self._catalog = catalog
         self._size = size

@@ -13,9 +13,25 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from convergence.ports.views import PLANNING, RUNNING, SUPERSEDED, StackView, TraversalView
+from convergence.ports.views import (
+    PARKED,
+    PLANNING,
+    RUNNING,
+    SKIPPED,
+    SUPERSEDED,
+    StackView,
+    TraversalView,
+)
 from convergence.store import dialect
-from convergence.store.rows import T_STACK, T_TRAV, Row, TxPart, stack_view, traversal_view
+from convergence.store.rows import (
+    T_NODE,
+    T_STACK,
+    T_TRAV,
+    Row,
+    TxPart,
+    stack_view,
+    traversal_view,
+)
 
 
 class TraversalQueries(TxPart):
@@ -50,6 +66,13 @@ class TraversalQueries(TxPart):
         return traversal_view(row) if row is not None else None
 
     def supersede_traversals(self, stack_id: str, keep: str) -> None:
+        """Stop the stack's unfinished traversals but ``keep``; their parked nodes are done
+        waiting (skipped: nothing stays parked once its traversal is gone)."""
+        running = [r.id for r in self.conn.execute(select(T_TRAV.c.id).where(
+            T_TRAV.c.stack_id == stack_id, T_TRAV.c.id != keep,
+            T_TRAV.c.state.in_((PLANNING, RUNNING))))]
+        for traversal_id in running:  # nodes before the traversal: the order of every lock
+            self._unpark(traversal_id)
         self.conn.execute(update(T_TRAV).where(
             T_TRAV.c.stack_id == stack_id, T_TRAV.c.id != keep,
             T_TRAV.c.state.in_((PLANNING, RUNNING)),
@@ -81,13 +104,20 @@ class TraversalQueries(TxPart):
 
     def end_traversal(self, traversal_id: str, state: str,
                       from_state: str | None = RUNNING) -> bool:
-        """End a traversal (only from ``from_state``; None: from any state)."""
+        """End a traversal (only from ``from_state``; None: from any state); its parked
+        nodes are done waiting."""
+        self._unpark(traversal_id)
         where = [T_TRAV.c.id == traversal_id]
         if from_state is not None:
             where.append(T_TRAV.c.state == from_state)
         result = self.conn.execute(update(T_TRAV).where(*where)
                                    .values(state=state, finished_at=self.now))
         return result.rowcount == 1
+
+    def _unpark(self, traversal_id: str) -> None:
+        self.conn.execute(update(T_NODE).where(
+            T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == PARKED,
+        ).values(state=SKIPPED, updated_at=self.now))
 
     def traversal_counts(self) -> dict[tuple[str, str], int]:
         """Traversals by (action, state) since the database was created (metrics)."""

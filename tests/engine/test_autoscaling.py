@@ -156,3 +156,29 @@ def test_what_a_group_shrinks_by_goes_oldest_first(story: Story, ) -> None:
     story.finish()
     with rt.store.read() as tx:
         assert sorted(r.name for r in tx.records(child.id)) == ["1", "2", "3"]
+
+
+def test_two_clients_signalling_at_once_lose_no_signal(story: Story) -> None:
+    import threading
+
+    story.create(asg(min_size=1, max_size=30))
+    start = story.finish()
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            for _ in range(5):
+                scaling.signal_resource(story.rt, TENANT, start.id, "up")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    assert size(story) == 11
+    assert len([e for e in story.events() if e.action == "SIGNAL"]) == 10

@@ -292,3 +292,59 @@ def test_a_cancel_without_rollback_stops_the_children_too(story: Story) -> None:
         for s in tree:
             assert s.status != "IN_PROGRESS"
             assert [r.name for r in tx.records(s.id) if r.status == "IN_PROGRESS"] == []
+
+
+def _limited(tmp_path: Any, **limits: int) -> Runtime:
+    from convergence.ports.clock import ManualClock
+    from convergence.runtime import open_runtime
+    from convergence.settings import Settings
+
+    return open_runtime(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", **limits),
+                        clock=ManualClock())
+
+
+def _stack_of_stacks(depth: int) -> str:
+    """OS::Heat::Stack resources ``depth`` deep (templates as properties: known only when
+    the engine makes each level)."""
+    inner: dict[str, Any] = {"heat_template_version": "2018-08-31",
+                             "resources": {"leaf": {"type": "OS::Heat::None"}}}
+    for _ in range(depth):
+        inner = {"heat_template_version": "2018-08-31", "resources": {"level": {
+            "type": "OS::Heat::Stack", "properties": {"template": json.dumps(inner)}}}}
+    return json.dumps(inner)
+
+
+def test_a_tree_deeper_than_allowed_fails_where_it_goes_too_deep(tmp_path: Any) -> None:
+    from convergence.services import running
+
+    rt = _limited(tmp_path, max_nested_depth=2)
+    ok = stacks.create_stack(rt, TENANT, "two", _stack_of_stacks(2))
+    assert running.wait_for_stack(rt, TENANT, ok.id).stack_status == "CREATE_COMPLETE"
+    deep = stacks.create_stack(rt, TENANT, "three", _stack_of_stacks(3))
+    done = running.wait_for_stack(rt, TENANT, deep.id)
+    assert done.stack_status == "ROLLBACK_COMPLETE", done.status_reason
+    assert _failures_say(rt, done, "nested stacks go deeper than 2 levels (max_nested_depth)")
+    rt.store.engine.dispose()
+
+
+def _failures_say(rt: Runtime, stack: StackView, message: str) -> bool:
+    """Whether the stack's FAILED events (its own and its resources') carry ``message``: the
+    failure of a nested stack reaches its parent's resource with its reason."""
+    with rt.store.read() as tx:
+        return any(message in e.reason for e in tx.events(stack.id) if e.status == "FAILED")
+
+
+def test_a_tree_holding_more_resources_than_allowed_fails_saying_so(tmp_path: Any) -> None:
+    from convergence.services import running
+
+    rt = _limited(tmp_path, max_tree_resources=5)
+    group = json.dumps({"heat_template_version": "2018-08-31", "resources": {"g": {
+        "type": "OS::Heat::ResourceGroup",
+        "properties": {"count": 3, "resource_def": {"type": "OS::Heat::None"}}}}})
+    ok = stacks.create_stack(rt, TENANT, "small", group)
+    assert running.wait_for_stack(rt, TENANT, ok.id).stack_status == "CREATE_COMPLETE"
+    big = stacks.create_stack(rt, TENANT, "big", group.replace('"count": 3', '"count": 9'))
+    done = running.wait_for_stack(rt, TENANT, big.id)
+    assert done.stack_status == "ROLLBACK_COMPLETE", done.status_reason
+    assert _failures_say(rt, done, "would hold 10 resources, more than 5 (max_tree_resources)")
+    rt.store.engine.dispose()
