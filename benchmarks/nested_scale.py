@@ -16,9 +16,9 @@ processes and an API process. Then, as a user would:
 3. grows the group by ``--grow`` members (a PATCH of its count) and counts the nodes the
    update planned in every stack it touched (every planned node is a step executed);
 4. a second stack of ``--roll-nodes`` members rolls a new definition through them in batches
-   of ``--roll-batch`` (``rolling_update``): when each batch began and ended (the members'
-   events), the idle gap between one batch's end and the next one's start, and the most
-   members ever changing at once;
+   of ``--roll-batch`` (``rolling_update``): its batches (the group's nested stack's update
+   traversals), the idle gap between one batch's end and the next one's start, and the most
+   members a batch changed;
 5. deletes both and says what is left in the cloud.
 
 Printed: the wall times, the workers' CPU seconds, the figures above. Nothing is asserted, and
@@ -141,26 +141,28 @@ def timed_gets(client: Any, path: str, times: int = 20) -> tuple[float, float, i
     return statistics.median(seconds) * 1000, max(seconds) * 1000, size
 
 
-def batches_of(events: list[tuple[int, str, str, float]]) -> tuple[int, float, int]:
-    """From the members' server UPDATE events (id, member, status, time): how many batches,
-    the longest idle gap between one batch's last end and the next one's first start, and
-    the most members at once."""
-    busy: set[str] = set()
-    most, gaps, batches = 0, [], 0
-    idle_since: float | None = None
-    for _, member, status, moment in sorted(events):
-        if status == "IN_PROGRESS":
-            if not busy:
-                batches += 1
-                if idle_since is not None:
-                    gaps.append(moment - idle_since)
-            busy.add(member)
-            most = max(most, len(busy))
-        elif status in ("COMPLETE", "FAILED"):
-            busy.discard(member)
-            if not busy:
-                idle_since = moment
-    return batches, max(gaps, default=0.0), most
+def stages_of(url: str, group_id: str, since: float) -> tuple[int, float, int]:
+    """The rolling update's stages, from the traversals of the group's nested stack begun
+    since ``since`` (one per batch): how many, the longest idle gap between one stage's end
+    and the next one's start, and the most members any stage changed (the member stacks'
+    update traversals begun during it)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        stages = conn.execute(sqlalchemy.text(
+            "SELECT created_at, finished_at FROM traversals WHERE stack_id = :g AND "
+            "created_at >= :since AND action = 'UPDATE' ORDER BY created_at"),
+            {"g": group_id, "since": since}).all()
+        members = [r[0] for r in conn.execute(sqlalchemy.text(
+            "SELECT t.created_at FROM traversals t JOIN stacks s ON s.id = t.stack_id "
+            "WHERE s.parent_id = :g AND t.created_at >= :since AND t.action = 'UPDATE'"),
+            {"g": group_id, "since": since})]
+    engine.dispose()
+    gaps = [b[0] - a[1] for a, b in zip(stages, stages[1:], strict=False) if a[1]]
+    most = max((sum(start <= m <= (end or start) for m in members) for start, end in stages),
+               default=0)
+    return len(stages), max(gaps, default=0.0), most
 
 
 def main() -> None:
@@ -187,7 +189,8 @@ def main() -> None:
         n = args.nodes + args.grow + args.roll_nodes
         seed = Path(folder) / "seed.yaml"
         seed.write_text(f"compute_quota: {{instances: {n * 2}, cores: {n * 2}, "
-                        f"ram: {n * 2048}}}\nnetwork_quota: {{port: {n * 3}}}\n")
+                        f"ram: {n * 2048}}}\nnetwork_quota: {{port: {n * 3}}}\n"
+                        f"volume_quota: {{volumes: {n * 2}, gigabytes: {n * 4}}}\n")
         cloud = subprocess.Popen(
             [sys.executable, "-m", "convergence", "simcloud", "--port", str(port),
              "--build-seconds", "0", "--volume-seconds", "create=0",
@@ -231,6 +234,13 @@ def main() -> None:
             wall = time.time() - started
             cpu = sum(group_cpu(p.pid) for p in workers.processes) - cpu0
             addresses = stack.outputs.get("addresses", {}).get("value") or []
+            if stack.status != "COMPLETE" or stack.action != "CREATE":
+                from convergence.services import queries
+
+                failed = [e.reason for e in queries.list_events(rt, TENANT, stack.id)
+                          if e.status == "FAILED"]
+                raise SystemExit(f"the cluster is {stack.stack_status}: "
+                                 f"{failed[:1] or stack.status_reason}")
             print(f"{args.nodes} nodes as nested stacks of 20 resources "
                   f"({args.nodes * 20 + 5} resources), {args.workers} workers x "
                   f"{args.concurrency}: {stack.stack_status} in {wall:.1f} s; workers "
@@ -280,14 +290,11 @@ def main() -> None:
             roll = running.wait_for_stack(rt, TENANT, roll.id, refresh=0.2)
             with rt.store.read() as tx:
                 (group,) = tx.child_stacks(roll.id)
-                members = tx.child_stacks(group.id)
-                events = [(e.id, m.id, e.status, e.created_at) for m in members
-                          for e in tx.events(m.id) if e.created_at >= mark
-                          and e.resource_name == "server" and e.action == "UPDATE"]
-            count, gap, most = batches_of(events)
+            count, gap, most = stages_of(url, group.id, mark)
             print(f"  rolling update of {args.roll_nodes} nodes by {args.roll_batch}: "
                   f"{roll.stack_status} in {time.time() - mark:.1f} s; {count} batches, "
-                  f"most at once {most}, longest idle gap between batches {gap:.2f} s")
+                  f"at most {most} members changed in a batch, longest idle gap between "
+                  f"batches {gap:.3f} s")
 
             # 5. delete
             mark = time.time()

@@ -72,6 +72,8 @@ class Seed:
     networks: list[SeedNetwork] = field(default_factory=lambda: [SeedNetwork()])
     # Neutron's default limits over its own (``port``, ``network``...); {}: Neutron's own.
     network_quota: dict[str, int] = field(default_factory=dict)
+    # Cinder's default limits over its own (``volumes``, ``gigabytes``...); {}: Cinder's own.
+    volume_quota: dict[str, int] = field(default_factory=dict)
 
 
 def seed_from_mapping(data: dict[str, Any]) -> Seed:
@@ -201,6 +203,9 @@ def service_objects(seed: Seed, project_id: Callable[[str], str],
     if seed.network_quota:
         found.append(("network_quota", {"id": "default", "project_id": None,
                                         "limits": dict(seed.network_quota)}))
+    if seed.volume_quota:
+        found.append(("volume_quota", {"id": "default", "project_id": None,
+                                       **seed.volume_quota}))
     return found
 
 
@@ -208,8 +213,8 @@ def services_from_mapping(data: dict[str, Any]) -> dict[str, Any]:
     """The services' part of a seed file: ``flavors: [{name, ram, vcpus, disk, id, ...}]``,
     ``images: [{name, size, created_at, ...}]``, ``availability_zones: [names]``,
     ``compute_quota: {instances, cores, ram, ...}`` (merged over the default),
-    ``network_quota: {port, network, ...}`` (Neutron's default limits); each key left out
-    keeps the default."""
+    ``network_quota: {port, network, ...}`` (Neutron's default limits), ``volume_quota:
+    {volumes, gigabytes, ...}`` (Cinder's); each key left out keeps the default."""
     found: dict[str, Any] = {}
     if data.get("flavors") is not None:
         found["flavors"] = [SeedFlavor(**f) for f in data["flavors"]]
@@ -221,6 +226,8 @@ def services_from_mapping(data: dict[str, Any]) -> dict[str, Any]:
         found["compute_quota"] = {**DEFAULT_COMPUTE_QUOTA, **data["compute_quota"]}
     if data.get("network_quota") is not None:
         found["network_quota"] = {str(k): int(v) for k, v in data["network_quota"].items()}
+    if data.get("volume_quota") is not None:
+        found["volume_quota"] = {str(k): int(v) for k, v in data["volume_quota"].items()}
     if data.get("networks") is not None:  # Neutron: [{name, cidr, gateway_ip, pool_start, ...}]
         found["networks"] = [SeedNetwork(**n) for n in data["networks"]]
     return found
