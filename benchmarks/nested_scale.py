@@ -28,6 +28,7 @@ the tests never run it.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
@@ -159,7 +160,7 @@ def stages_of(url: str, group_id: str, since: float) -> tuple[int, float, int]:
             "WHERE s.parent_id = :g AND t.created_at >= :since AND t.action = 'UPDATE'"),
             {"g": group_id, "since": since})]
     engine.dispose()
-    gaps = [b[0] - a[1] for a, b in zip(stages, stages[1:], strict=False) if a[1]]
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(stages) if a[1]]
     most = max((sum(start <= m <= (end or start) for m in members) for start, end in stages),
                default=0)
     return len(stages), max(gaps, default=0.0), most
