@@ -135,6 +135,12 @@ class ChildStackService:
         self._start(traversal_id)
         return child_state(stack)
 
+    def existing(self, ctx: PluginContext) -> ChildState | None:
+        _, record_id = _owner(ctx)
+        with self.rt.store.read() as tx:
+            found = tx.child_stack(record_id)
+        return child_state(found) if found is not None and found.deleted_at is None else None
+
     def update(self, ctx: PluginContext, child_id: str, child: ChildTemplate,
                timeout_mins: int | None = None) -> ChildState:
         rt = self.rt
@@ -196,14 +202,15 @@ class ChildStackService:
             return None
         return child_state(stack)
 
-    def failed(self, ctx: PluginContext, child_id: str) -> list[str]:
+    def resources(self, ctx: PluginContext, child_id: str) -> dict[str, str]:
         parent_id, _ = _owner(ctx)
         with self.rt.store.read() as tx:
             stack = tx.stack(child_id)
             if stack is None or stack.parent_id != parent_id:
-                return []
-            return sorted(r.name for r in tx.records(child_id)
-                          if r.replaced_by is None and r.status == "FAILED")
+                return {}
+            # Outlines: no properties or attributes read, however big the group.
+            return {r.name: r.status for r in tx.record_outlines(child_id)
+                    if r.replaced_by is None}
 
     # helpers --------------------------------------------------------------------------------
     def _accept(self, content: TemplateContent, depth: int) -> StackDefinition:

@@ -348,3 +348,30 @@ def test_a_tree_holding_more_resources_than_allowed_fails_saying_so(tmp_path: An
     assert done.stack_status == "ROLLBACK_COMPLETE", done.status_reason
     assert _failures_say(rt, done, "would hold 10 resources, more than 5 (max_tree_resources)")
     rt.store.engine.dispose()
+
+
+def test_overlapping_updates_reach_the_children_with_the_latest_values(story: Story) -> None:
+    rt = story.rt
+    assert rt.inprocess is not None
+    story.create(parent(), files={"child.yaml": child(wait=20.0)})
+    first = story.finish()
+    before = {k: v.id for k, v in children(rt, first.id).items()}
+    story.update(parent(), files={"child.yaml": child(wait=20.0)}, parameters={"v": "two"})
+
+    def updating() -> bool:
+        kids = children(rt, first.id)
+        return kids["n1"].action == "UPDATE" and kids["n1"].status == "IN_PROGRESS"
+
+    assert rt.inprocess.run(until=updating)
+    story.update(parent(), files={"child.yaml": child(wait=20.0)}, parameters={"v": "three"})
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    assert done.outputs["o"]["value"] == "three"
+    after = children(rt, done.id)
+    assert {k: v.id for k, v in after.items()} == before  # the same children, updated
+    assert all(k.stack_status == "UPDATE_COMPLETE" or name == "s"
+               for name, k in after.items())
+    assert live_values(rt, done.id) == ["three"] * 4 + ["x", "x"]
+    # Nothing was made twice: two entities per child, ever.
+    made = entity_backend(rt).created_count_prefix
+    assert sum(made(k.id + "/") for k in after.values()) == 6

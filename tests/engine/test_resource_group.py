@@ -220,3 +220,30 @@ def test_batch_create_makes_members_a_batch_at_a_time(story: Story) -> None:
     assert done.stack_status == "CREATE_COMPLETE", done.status_reason
     assert outputs(done)["outs"] == [f"v1-{i}" for i in range(5)]
     assert most_at_once(child_events(rt, done), "CREATE") == 2
+
+
+def test_a_shrinking_group_removes_its_failed_members_first(story: Story) -> None:
+    rt = story.rt
+    node = json.dumps({
+        "heat_template_version": "2018-08-31",
+        "parameters": {"index": {"type": "string"}},
+        "conditions": {"bad": {"equals": [{"get_param": "index"}, "2"]}},
+        "resources": {"r": {"type": "OS::Heat::TestResource", "properties": {
+            "value": {"list_join": ["", ["m", {"get_param": "index"}]]},
+            "fail": {"if": ["bad", True, False]}}}},  # member 2 fails, the others do not
+        "outputs": {"output": {"value": {"get_attr": ["r", "output"]}}}})
+    doc = json.loads(group(5))
+    doc["resources"]["g"]["properties"]["resource_def"] = {
+        "type": "node.yaml", "properties": {"index": "%index%"}}
+    story.create(json.dumps(doc), files={"node.yaml": node}, disable_rollback=True)
+    failed = story.finish()
+    assert failed.stack_status == "CREATE_FAILED", failed.status_reason
+    assert "nested stack" in failed.status_reason
+    doc["resources"]["g"]["properties"]["count"] = 3
+    story.update(json.dumps(doc), files={"node.yaml": node})
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    # The failed member went first, then the last one: 0, 1 and 3 stay.
+    assert sorted(members(rt, done)) == ["0", "1", "3"]
+    assert outputs(done)["removed"] == ["2"]
+    assert live_values(rt, done.id) == ["m0", "m1", "m3"]

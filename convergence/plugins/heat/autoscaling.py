@@ -21,7 +21,7 @@ Callers: the engine's steps (entry points), and ``convergence.services.scaling``
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -32,7 +32,15 @@ from convergence.plugins.base import (
     Progress,
     ResourceFailure,
 )
-from convergence.plugins.heat.groups import REFS, REFS_MAP, REMOVED, Batches, GroupBase, name_order
+from convergence.plugins.heat.groups import (
+    REFS,
+    REFS_MAP,
+    REMOVED,
+    Batches,
+    GroupBase,
+    name_order,
+    present_names,
+)
 from convergence.plugins.heat.none import owner_uuid
 from convergence.plugins.heat.resource_group import removed_names
 from convergence.template.nesting import CAPACITY
@@ -112,21 +120,22 @@ class AutoScalingGroup(GroupBase):
     )
 
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
-                   failed: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+                   present: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
         if int(props.get("min_size", 0)) > int(props.get("max_size", 0)):
             raise ResourceFailure("min_size can not be greater than max_size")
         refs_map = outputs.get(REFS_MAP) or {}
         removed = removed_names({}, refs_map, list(outputs.get(REMOVED) or []))
-        existing = sorted((n for n in refs_map if n not in removed), key=name_order)
-        size = group_size(props, len(existing) if refs_map or outputs else None)
+        existing, failed = present_names(outputs, present)
+        existing = [n for n in existing if n not in removed]
+        known = present is not None or bool(refs_map)
+        size = group_size(props, len(existing) if known else None)
         if len(existing) > size:
             # The failed go first, then the oldest (the lowest numbers), as in Heat.
-            broken = set(failed)
-            ranked = sorted(existing, key=lambda n: (n not in broken, name_order(n)))
+            ranked = sorted(existing, key=lambda n: (n not in failed, name_order(n)))
             victims = set(ranked[:len(existing) - size])
             removed |= victims
             existing = [n for n in existing if n not in victims]
-        used = [int(n) for n in [*refs_map, *removed] if n.isdigit()]
+        used = [int(n) for n in [*existing, *refs_map, *removed] if n.isdigit()]
         nxt = max(used, default=-1) + 1
         while len(existing) < size:
             existing.append(str(nxt))

@@ -57,6 +57,17 @@ class Batches:
     pause: float = 0.0
 
 
+def present_names(outputs: Mapping[str, Any],
+                  present: Mapping[str, str] | None) -> tuple[list[str], set[str]]:
+    """The members a group has now (its nested stack's resources; when they are not known,
+    the outputs' ``refs_map``) in name order, and those of them that failed."""
+    if present is None:
+        names = list(outputs.get(REFS_MAP) or {})
+        return sorted(names, key=name_order), set()
+    return sorted(present, key=name_order), \
+        {n for n, status in present.items() if status == "FAILED"}
+
+
 def name_order(name: str) -> tuple[int, str]:
     """Numbers in numeric order, before any other name (in name order)."""
     return (int(name), "") if name.isdigit() else (1 << 62, name)
@@ -70,10 +81,11 @@ class GroupBase(NestedStackBase):
 
     # what a group type says -----------------------------------------------------------------
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
-                   failed: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+                   present: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
         """The members (in order) and the removed names (kept so they are never reused),
         given the nested stack's outputs as they are (``refs_map``, ``removed_rsrc_list``)
-        and its members that failed (the first to go when the group shrinks)."""
+        and its resources as they are (``present``: name -> status; the FAILED ones are the
+        first to go when the group shrinks)."""
         raise NotImplementedError
 
     def member(self, props: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -186,6 +198,11 @@ class GroupBase(NestedStackBase):
 
     # actions --------------------------------------------------------------------------------
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
+        made = stacks_of(ctx).existing(ctx)
+        if made is not None:
+            # Made already (a create tried again after it failed, or after a crash): the
+            # members it has count, its failed ones first to go, as in an update.
+            return self.update(ctx, made.id, props, props)
         names, removed = self.membership(props, {})
         plan = {"stage": 0, **self._stages(props, None, names, set()),
                 "names": names, "removed": removed, "old": None,
@@ -199,9 +216,10 @@ class GroupBase(NestedStackBase):
         current = stacks_of(ctx).state(ctx, physical_id)
         if current is None or current.deleted:
             raise ResourceFailure(f"nested stack {physical_id} is gone")
-        failed = stacks_of(ctx).failed(ctx, physical_id)
-        names, removed = self.membership(new, current.outputs, failed)
-        existing = set(current.outputs.get(REFS_MAP) or {})
+        present = stacks_of(ctx).resources(ctx, physical_id)
+        names, removed = self.membership(new, current.outputs, present)
+        existing = set(present)
+        failed = [n for n, status in present.items() if status == "FAILED"]
         stages = self._stages(new, old, names, existing, failed)
         plan = {"stage": 0, **stages, "names": names, "removed": removed,
                 "old": dict(old) if stages["count"] > 1 else None,

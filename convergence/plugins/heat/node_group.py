@@ -24,11 +24,18 @@ Callers: the engine's steps, through the registry (entry point
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from convergence.plugins.base import ResourceFailure
-from convergence.plugins.heat.groups import REFS_MAP, REMOVED, Batches, GroupBase, name_order
+from convergence.plugins.heat.groups import (
+    REFS_MAP,
+    REMOVED,
+    Batches,
+    GroupBase,
+    name_order,
+    present_names,
+)
 from convergence.plugins.heat.resource_group import removed_names, with_index
 from convergence.template.nesting import UPDATE_POLICY
 from convergence.template.properties import (
@@ -88,7 +95,7 @@ class NodeGroup(GroupBase):
     )
 
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
-                   failed: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+                   present: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
         named = sorted((props.get("members") or {}), key=name_order)
         count = props.get("count")
         if count is None:
@@ -100,19 +107,19 @@ class NodeGroup(GroupBase):
         prefix = str(props.get("name_prefix", "node-"))
         refs_map = outputs.get(REFS_MAP) or {}
         removed = removed_names(props, refs_map, list(outputs.get(REMOVED) or []))
-        generated = sorted((n for n in refs_map
+        existing, failed = present_names(outputs, present)
+        generated = sorted((n for n in existing
                             if n not in named and _index(n, prefix) is not None),
                            key=lambda n: _index(n, prefix) or 0)
         keep = [n for n in generated if n not in removed]
         wanted = count - len(named)
         if len(keep) > wanted:
             # Victims: the failed first, then the newest.
-            broken = set(failed)
-            ranked = sorted(keep, key=lambda n: (n not in broken, -(_index(n, prefix) or 0)))
+            ranked = sorted(keep, key=lambda n: (n not in failed, -(_index(n, prefix) or 0)))
             victims = set(ranked[:len(keep) - wanted])
             removed |= victims
             keep = [n for n in keep if n not in victims]
-        used = [i for i in (_index(n, prefix) for n in [*refs_map, *removed])
+        used = [i for i in (_index(n, prefix) for n in [*existing, *refs_map, *removed])
                 if i is not None]
         nxt = max(used, default=-1) + 1
         while len(keep) < wanted:

@@ -22,7 +22,7 @@ Callers: the engine's steps, through the registry (entry point ``OS::Heat::Resou
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from convergence.plugins.heat.groups import (
@@ -31,6 +31,7 @@ from convergence.plugins.heat.groups import (
     Batches,
     GroupBase,
     name_order,
+    present_names,
 )
 from convergence.template.nesting import UPDATE_POLICY
 from convergence.template.properties import (
@@ -104,17 +105,18 @@ class ResourceGroup(GroupBase):
     )
 
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
-                   failed: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+                   present: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
         refs_map = outputs.get(REFS_MAP) or {}
         removed = removed_names(props, refs_map, list(outputs.get(REMOVED) or []))
         count = int(props.get("count", 1))
         names = member_names(count, removed)
         # Shrinking: the failed members go first (their names join the removed list), then
         # the last ones, as Heat removes them.
-        existing = [n for n in refs_map if n not in removed]
+        existing, failed = present_names(outputs, present)
+        existing = [n for n in existing if n not in removed]
         excess = len(existing) - count
         if excess > 0:
-            victims = [n for n in sorted(failed, key=name_order) if n in existing][:excess]
+            victims = [n for n in existing if n in failed][:excess]
             if victims:
                 removed |= set(victims)
                 names = member_names(count, removed)
