@@ -74,7 +74,7 @@ def test_signals_scale_the_group_as_new_generations(story: Story) -> None:
     assert first.stack_status == "CREATE_COMPLETE", first.status_reason
     assert size(story) == 2
     url = first.outputs["url"]["value"]
-    assert url.endswith(f"/v1/{TENANT}/stacks/stack/{first.id}/resources/up/signal")
+    assert url.endswith(f"/v1/{TENANT}/stacks/{first.name}/{first.id}/resources/up/signal")
     assert signal(story, "up") == "scaling asg from 2 to 3 members"
     grown = story.finish()
     assert grown.stack_status == "UPDATE_COMPLETE", grown.status_reason
