@@ -20,8 +20,10 @@ lives here rather than in ``convergence.api.stacks``. Requests are read with
 - ``GET .../resources/{name}/metadata``: the template's ``metadata`` of the resource.
 - ``PATCH .../resources/{name_or_physical_id}``: ``mark_unhealthy``; the resource becomes
   CHECK_FAILED and the next update replaces it.
-- ``POST .../resources/{name}/signal``: a scaling policy scales its group
-  (``convergence.services.scaling``); a type that takes no signals answers 400 NotSupported.
+- ``POST .../resources/{name}/signal``: ``{"unset_hook": "pre-create"}`` clears a hook the
+  resource is paused on (``convergence.services.hooks``); otherwise a scaling policy scales
+  its group (``convergence.services.scaling``), and a type that takes no signals answers 400
+  NotSupported.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from convergence.heat_fields import FILTER_KEYS, StackQuery
 from convergence.ports.pages import EventQuery
 from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
-from convergence.services import heat_shapes, inputs, pages, queries, scaling, stacks
+from convergence.services import heat_shapes, hooks, inputs, pages, queries, scaling, stacks
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
@@ -231,6 +233,10 @@ async def signal_resource(request: Request, resource_name: str,
             details = json.loads(body)
         except ValueError:
             raise bad_request("The signal's body must be JSON.") from None
-    await run_in_threadpool(scaling.signal_resource, rt, stack.tenant, stack.id,
-                            resource_name, details)
+    if isinstance(details, dict) and "unset_hook" in details:  # Heat's hook clear
+        await run_in_threadpool(hooks.clear_hook, rt, stack.tenant, stack.id, resource_name,
+                                str(details["unset_hook"]))
+    else:
+        await run_in_threadpool(scaling.signal_resource, rt, stack.tenant, stack.id,
+                                resource_name, details)
     return JSONResponse(None, status_code=200)

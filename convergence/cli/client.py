@@ -154,6 +154,10 @@ class StackClient(Protocol):
     def mark_resource(self, s: StackView, resource: str, *, unhealthy: bool,
                       reason: str) -> None: ...
 
+    def clear_hook(self, s: StackView, resource: str, hook: str) -> None:
+        """Let ``resource`` go on past ``hook`` (Heat's ``unset_hook`` signal)."""
+        ...
+
     # The engine itself -------------------------------------------------------------------
 
     def resource_types(self, *, name: str | None, support_status: str | None,

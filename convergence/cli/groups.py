@@ -6,8 +6,8 @@ a group's module is imported only when one of its commands is run or listed. The
 heatclient's: ``stack create|update|cancel|delete|list|show``, ``stack resources|events|
 outputs`` beside ``resource list``, ``event list`` and ``output list``, ``stack resource
 list|show|mark unhealthy``, ``stack template|environment show``, ``stack file list``,
-``stack failures list``; ``resource type list|show`` and ``resource mark unhealthy``
-(``mark-unhealthy`` too) beside ``resource list|show``.
+``stack failures list``, ``stack hook poll|clear``; ``resource type list|show`` and
+``resource mark unhealthy`` (``mark-unhealthy`` too) beside ``resource list|show``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ _EVENT = f"{_PKG}.event_cmd"
     "outputs": f"{_READ}:output_list", "resource": f"{_RESOURCE}:stack_resource",
     "template": f"{_INFO}:stack_template", "environment": f"{_INFO}:stack_environment",
     "file": f"{_INFO}:stack_file", "failures": f"{_RESOURCE}:failures",
+    "hook": f"{_PKG}.hook_cmd:hook",
 })
 def stack() -> None:
     """Create, update, delete and look at stacks."""

@@ -35,6 +35,7 @@ from convergence.ports.pages import EventQuery, sorts_by_type
 from convergence.ports.views import EventView, RecordView, StackView, TemplateContent
 from convergence.services import (
     heat_shapes,
+    hooks,
     inputs,
     operations,
     pages,
@@ -232,7 +233,17 @@ class LocalClient:
         return out.resource_detail(record, records)
 
     def nested_stack(self, s: StackView, resource_name: str) -> StackView | None:
-        return None  # no resource type makes a nested stack here yet
+        record = _current(queries.list_resources(self._rt, self._tenant, s.id), resource_name)
+        child = record.attributes.get("OS::stack_id") if record is not None else None
+        if not isinstance(child, str):
+            return None
+        try:
+            return queries.get_stack(self._rt, self._tenant, child)
+        except NotFound:
+            return None
+
+    def clear_hook(self, s: StackView, resource: str, hook: str) -> None:
+        hooks.clear_hook(self._rt, self._tenant, s.id, resource, hook)
 
     def mark_resource(self, s: StackView, resource: str, *, unhealthy: bool,
                       reason: str) -> None:

@@ -344,6 +344,11 @@ class RemoteClient:
         self._request("PATCH", f"{self._path(s)}/resources/{quote(resource, safe='')}",
                       json={"mark_unhealthy": unhealthy, "resource_status_reason": reason})
 
+    def clear_hook(self, s: StackView, resource: str, hook: str) -> None:
+        """``POST .../resources/{name}/signal`` with Heat's ``unset_hook``."""
+        self._request("POST", f"{self._path(s)}/resources/{quote(resource, safe='')}/signal",
+                      json={"unset_hook": hook})
+
     def resource_types(self, *, name: str | None, support_status: str | None,
                        with_description: bool) -> list[dict[str, Any]]:
         params = {k: v for k, v in (("name", name), ("support_status", support_status))

@@ -32,6 +32,7 @@ from convergence.engine.conclusion import Concluder
 from convergence.engine.context import EngineContext, EngineStats, owner_key, scope_of
 from convergence.engine.definitions import DefinitionCache
 from convergence.engine.deletion import record_policy
+from convergence.engine.hooks import hooks_of
 from convergence.engine.leases import LeaseKeeper
 from convergence.engine.planning import Planner
 from convergence.engine.recording import Recorder
@@ -65,7 +66,7 @@ class Engine:
         self._plugins: dict[str, ResourcePlugin] = {}
         self.stepper = Stepper(self._plugin, self._context, store.clock,
                                self._deletion_policy, unreachable=store.unreachable,
-                               action_retry_limit=action_retry_limit)
+                               action_retry_limit=action_retry_limit, hooks=self._hooks)
         self.planner = Planner(ctx)
         self.claimer = Claimer(ctx)
         self.concluder = Concluder(ctx)
@@ -163,6 +164,17 @@ class Engine:
                              now=self.ctx.store.clock, backends=self.ctx.registry.backends,
                              lease_good=lease_good, first_attempt=token == 1,
                              scope=scope_of(stack), stack_tenant=stack.tenant)
+
+    def _hooks(self, record: RecordView) -> frozenset[str]:
+        """The hooks on a record's resource in the template it converged to (none when that
+        cannot be read)."""
+        if record.template_id is None:
+            return frozenset()
+        try:
+            definition = self.ctx.definitions.get(record.template_id)
+        except Exception:  # a template that no longer validates: no hook to honour
+            return frozenset()
+        return hooks_of(definition, record.name)
 
     def _deletion_policy(self, record: RecordView) -> str | None:
         """The deletion policy of what a record made; None: it cannot be told (see

@@ -1,5 +1,6 @@
-"""Steps that look at the cloud before they decide: a ``stack check``, and an update that
-converges with observed reality (``converge: true``).
+"""Steps that look at the cloud before they decide: a ``stack check``, an update that
+converges with observed reality (``converge: true``), and an external resource
+(``external_id``), read and adopted rather than made.
 
 Callers: :class:`~convergence.engine.step.Stepper` is built on :class:`ObservingSteps`; its
 ``run`` hands a CHECK traversal's converge nodes to :meth:`ObservingSteps._check` and, in a
@@ -47,6 +48,10 @@ class ObservingSteps:
 
     def _refused_result(self, inp: StepInput, record: RecordView, token: int,
                         exc: RetryLater) -> StepResult:
+        raise NotImplementedError
+
+    def fail(self, inp: StepInput, record: RecordView, token: int, verb: str,
+             reason: str) -> StepResult:
         raise NotImplementedError
 
     def _look(self, inp: StepInput, plugin: ResourcePlugin,
@@ -119,6 +124,38 @@ class ObservingSteps:
         return StepResult(inp.node.seq, DONE, [change], [begun, done],
                           reason=f"{record.name}: {reason}" if reason else "",
                           check_failed=reason)
+
+
+    def _external(self, inp: StepInput, plugin: ResourcePlugin, external: Any,
+                  props: Mapping[str, Any], requires: list[int], rtype: str) -> StepResult:
+        """An external resource (``external_id``): the object is there already and not the
+        stack's; its attributes are read, nothing is made (and its cleanup never deletes it:
+        its policy is Retain)."""
+        record = inp.record
+        physical_id = str(external)
+        if record.physical_id == physical_id and record.status == "COMPLETE" and \
+                record.action != "INIT" and dict(record.properties) == dict(props):
+            return StepResult(inp.node.seq, DONE, [RecordChange(record.id, inp.token, {
+                "template_id": inp.template_id, "generation": inp.generation,
+                "requires": requires})])
+        ctx = self._context(inp.stack, record, inp.lease_good)
+        try:
+            progress = plugin.adopt(ctx, physical_id, props)
+        except ResourceFailure as exc:
+            return self.fail(inp, record, inp.token, CREATE, str(exc) or "not found")
+        except RetryLater as exc:
+            return self._refused_result(inp, record, inp.token, exc)
+        attributes = dict(progress.attributes or {})
+        ref = plugin.reference_id(physical_id, props, attributes)
+        change = RecordChange(record.id, inp.token, {
+            "physical_id": physical_id, "action": CREATE, "status": "COMPLETE",
+            "status_reason": "external resource", "type": rtype, "properties": dict(props),
+            "attributes": attributes, "reference_id": None if ref is None else str(ref),
+            "operation": None, "template_id": inp.template_id, "generation": inp.generation,
+            "requires": requires})
+        event = NewEvent(record.name, physical_id, rtype, CREATE, "COMPLETE",
+                         "external resource: adopted, not made")
+        return StepResult(inp.node.seq, DONE, [change], [event])
 
 
 def drift(recorded: Mapping[str, Any],

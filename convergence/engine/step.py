@@ -20,6 +20,7 @@ from typing import Any
 
 from convergence.engine.decide import Action, Desired, Observed, decide_cleanup, decide_converge
 from convergence.engine.deletion import RETAIN, SNAPSHOT, definition_policy
+from convergence.engine.hooks import Unhooked, hooks_of, pause, settle, should_pause, unhook
 from convergence.engine.nesting import nested_context, nested_properties
 from convergence.engine.observing import ObservingSteps
 from convergence.engine.outcomes import (
@@ -73,8 +74,12 @@ class Stepper(ObservingSteps):
                  now: Callable[[], float],
                  deletion_policy: Callable[[RecordView], str | None] = lambda record: "Delete",
                  *, unreachable: Callable[[BaseException], bool],
-                 action_retry_limit: int = 5) -> None:
+                 action_retry_limit: int = 5,
+                 hooks: Callable[[RecordView], frozenset[str]] = lambda record: frozenset(),
+                 ) -> None:
         self._plugin = plugins
+        # The hooks on what a record made, from the template it converged to (pre-delete).
+        self._hooks = hooks
         self._retry_limit = action_retry_limit
         # Calls the cloud refused in a row, by record: the next wait doubles each time (up to
         # a minute), unless the cloud asked for longer. Kept per process: a crash only
@@ -96,9 +101,12 @@ class Stepper(ObservingSteps):
                     return self._check(inp)
                 return StepResult(inp.node.seq, DONE,
                                   [RecordChange(inp.record.id, inp.token, {})])
+            unhooked = unhook(inp.record)
+            if unhooked.had:
+                inp = dataclasses.replace(inp, record=unhooked.record)
             if inp.node.phase == "converge":
-                return _stamp_policy(inp, self._converge(inp))
-            return self._cleanup(inp)
+                return settle(_stamp_policy(inp, self._converge(inp, unhooked)), unhooked)
+            return settle(self._cleanup(inp, unhooked), unhooked)
         except Exception as exc:  # a plugin bug must fail the resource, not the worker
             return self.crashed(inp, exc)
 
@@ -148,7 +156,7 @@ class Stepper(ObservingSteps):
                          f"{type(exc).__name__}: {exc}")
 
     # converge -------------------------------------------------------------------------------
-    def _converge(self, inp: StepInput) -> StepResult:
+    def _converge(self, inp: StepInput, unhooked: Unhooked) -> StepResult:
         definition = inp.definition
         assert definition is not None and inp.template_id is not None
         name, record = inp.node.name, inp.record
@@ -200,6 +208,11 @@ class Stepper(ObservingSteps):
                 "template_id": inp.template_id, "generation": inp.generation,
                 "requires": requires})
             return StepResult(inp.node.seq, DONE, [change])
+        if action in (Action.CREATE, Action.UPDATE, Action.REPLACE):
+            hooked = CREATE if action is Action.CREATE else UPDATE
+            hook = should_pause(hooks_of(definition, name), hooked, unhooked)
+            if hook is not None:
+                return pause(inp, record, hooked, hook)
         if action is Action.REPLACE:
             return self._replacement(inp, props, requires, rtype)
         verb = CREATE if action is Action.CREATE else UPDATE
@@ -208,37 +221,6 @@ class Stepper(ObservingSteps):
             verb = str(op.get("action", CREATE))
         return self._act(inp, plugin, record, inp.token, verb, props, requires,
                          poll=action is Action.POLL)
-
-    def _external(self, inp: StepInput, plugin: ResourcePlugin, external: Any,
-                  props: Mapping[str, Any], requires: list[int], rtype: str) -> StepResult:
-        """An external resource (``external_id``): the object is there already and not the
-        stack's; its attributes are read, nothing is made (and its cleanup never deletes it:
-        its policy is Retain)."""
-        record = inp.record
-        physical_id = str(external)
-        if record.physical_id == physical_id and record.status == "COMPLETE" and \
-                record.action != "INIT" and dict(record.properties) == dict(props):
-            return StepResult(inp.node.seq, DONE, [RecordChange(record.id, inp.token, {
-                "template_id": inp.template_id, "generation": inp.generation,
-                "requires": requires})])
-        ctx = self._context(inp.stack, record, inp.lease_good)
-        try:
-            progress = plugin.adopt(ctx, physical_id, props)
-        except ResourceFailure as exc:
-            return self.fail(inp, record, inp.token, CREATE, str(exc) or "not found")
-        except RetryLater as exc:
-            return self._refused_result(inp, record, inp.token, exc)
-        attributes = dict(progress.attributes or {})
-        ref = plugin.reference_id(physical_id, props, attributes)
-        change = RecordChange(record.id, inp.token, {
-            "physical_id": physical_id, "action": CREATE, "status": "COMPLETE",
-            "status_reason": "external resource", "type": rtype, "properties": dict(props),
-            "attributes": attributes, "reference_id": None if ref is None else str(ref),
-            "operation": None, "template_id": inp.template_id, "generation": inp.generation,
-            "requires": requires})
-        event = NewEvent(record.name, physical_id, rtype, CREATE, "COMPLETE",
-                         "external resource: adopted, not made")
-        return StepResult(inp.node.seq, DONE, [change], [event])
 
     @staticmethod
     def _replacement(inp: StepInput, props: Mapping[str, Any], requires: list[int],
@@ -399,7 +381,7 @@ class Stepper(ObservingSteps):
             rtype, props, requires, [event], attempt=attempt + 1, failed=failed))
 
     # cleanup --------------------------------------------------------------------------------
-    def _cleanup(self, inp: StepInput) -> StepResult:
+    def _cleanup(self, inp: StepInput, unhooked: Unhooked) -> StepResult:
         record = inp.record
         head = inp.heads.get(record.name)
         wanted = inp.definition is not None and \
@@ -422,6 +404,10 @@ class Stepper(ObservingSteps):
                              "retained: deletion_policy is Retain")
             return StepResult(inp.node.seq, DONE,
                               [RecordChange(record.id, inp.token, {}, delete=True)], [event])
+        if action is Action.DELETE:
+            hook = should_pause(self._hooks(record), DELETE, unhooked)
+            if hook is not None:
+                return pause(inp, record, DELETE, hook)
         plugin = self._plugin(record.type)
         if plugin is None:
             return self.fail(inp, record, inp.token, DELETE,

@@ -242,6 +242,24 @@ class RecordQueries(TxPart):
                  updated_at=self.now))
         return result.rowcount == 1
 
+    def clear_hook(self, record_id: int, hook: str) -> str:
+        """Mark the hook a record's step is parked on as cleared: ``"cleared"``; or why not:
+        ``"not pending"`` (no such hook waits there), ``"busy"`` (a step holds the record).
+        The fencing token is bumped: a step that claimed the record before cannot write the
+        hook back as pending."""
+        row = self.conn.execute(select(T_RES.c.operation, T_RES.c.fencing_token).where(
+            T_RES.c.id == record_id)).first()
+        operation = dict(row.operation or {}) if row is not None else {}
+        if row is None or operation.get("hook") != hook or operation.get("cleared"):
+            return "not pending"
+        result = self.conn.execute(update(T_RES).where(
+            T_RES.c.id == record_id, T_RES.c.fencing_token == row.fencing_token,
+            or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_expires < self.now),
+        ).values(operation={**operation, "cleared": True}, lease_owner=None,
+                 lease_expires=None, fencing_token=T_RES.c.fencing_token + 1,
+                 updated_at=self.now))
+        return "cleared" if result.rowcount == 1 else "busy"
+
     def forget_records(self, stack_id: str) -> int:
         """Remove every resource record of a stack (the cloud is not touched)."""
         return int(self.conn.execute(delete(T_RES).where(T_RES.c.stack_id == stack_id))
