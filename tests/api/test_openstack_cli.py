@@ -158,3 +158,39 @@ def test_openstack_nested_stacks(server: str, tmp_path: Path) -> None:
         ["0", "1", "group", "inner", "inner", "inner", "node"]
     osc("stack", "delete", "--yes", "--wait", "tree")
     assert osc.json("stack", "list", "--nested") == []
+
+
+HOOK_ENV = """\
+    resource_registry:
+      resources:
+        first:
+          hooks: pre-create
+    """
+
+
+def test_openstack_stack_hooks(server: str, tmp_path: Path) -> None:
+    """heatclient's hook commands: ``hook poll`` finds the paused resource through the
+    events (Heat's reasons), ``hook clear`` sends the ``unset_hook`` signal."""
+    import time
+
+    (tmp_path / "t.yaml").write_text(textwrap.dedent(TEMPLATE))
+    (tmp_path / "hooks.yaml").write_text(textwrap.dedent(HOOK_ENV))
+    osc = Openstack(server, "tenant1", tmp_path)
+    osc("stack", "create", "-t", "t.yaml", "-e", "hooks.yaml", "hooked")
+    deadline = time.monotonic() + 60
+    while True:
+        pending = osc.json("stack", "hook", "poll", "hooked")
+        if pending:
+            break
+        assert time.monotonic() < deadline, "the hook never showed"
+        time.sleep(0.2)
+    assert [(p["Resource Name"], p["Resource Status Reason"]) for p in pending] == [
+        ("first", "CREATE paused until Hook pre-create is cleared")]
+    assert osc.json("stack", "show", "hooked")["stack_status"] == "CREATE_IN_PROGRESS"
+    osc("stack", "hook", "clear", "hooked", "first")
+    deadline = time.monotonic() + 60
+    while osc.json("stack", "show", "hooked")["stack_status"] != "CREATE_COMPLETE":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    events = osc.json("stack", "event", "list", "hooked")
+    assert any(e["resource_status_reason"] == "Hook pre-create is cleared" for e in events)
