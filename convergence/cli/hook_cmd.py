@@ -15,6 +15,7 @@ import json
 
 import click
 
+from convergence.cli.client import Request
 from convergence.cli.common import report_errors
 from convergence.cli.listing import ResourceListing
 from convergence.cli.state import CliState, open_client, pass_state
@@ -65,12 +66,15 @@ def poll(state: CliState, name: str, nested_depth: int | None, fmt: str) -> None
 @click.option("--pre-create", "hooks", flag_value="pre-create", multiple=True)
 @click.option("--pre-update", "hooks", flag_value="pre-update", multiple=True)
 @click.option("--pre-delete", "hooks", flag_value="pre-delete", multiple=True)
+@click.option("--wait", is_flag=True,
+              help="Then follow the stack until its request ends (or pauses again).")
 @pass_state
 @report_errors
 def clear(state: CliState, name: str, resources: tuple[str, ...],
-          hooks: tuple[str, ...]) -> None:
+          hooks: tuple[str, ...], wait: bool) -> None:
     """Let RESOURCES of stack NAME (names, or paths through nested stacks such as
-    group/0/server) go on past their hook."""
+    group/0/server) go on past their hook. Embedded, the work runs here until the stack's
+    request ends or pauses again."""
     client = open_client(state)
     top = client.find_stack(name)
     for path in resources:
@@ -91,3 +95,6 @@ def clear(state: CliState, name: str, resources: tuple[str, ...],
         for one in wanted:
             client.clear_hook(s, resource, one)
             click.echo(f"{path}: {one} cleared")
+    if client.follows(wait):
+        ended = client.follow(Request(top), None)
+        click.echo(f"{ended.name}: {ended.stack_status}")

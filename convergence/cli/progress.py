@@ -219,7 +219,7 @@ def _run(rt: Runtime, tenant: str, stack_id: str, view: View,
         while True:
             stack = running.wait_for_stack(rt, tenant, stack_id, on_progress=watcher,
                                             refresh=REFRESH_SECONDS)
-            if settled(stack) or rt.inprocess is None:
+            if settled(stack) or rt.inprocess is None or running.paused(rt, stack):
                 break
             # Embedded, and no work left here although the request is not finished: a stopped
             # process still holds leases on some records. Re-offer the work until they lapse.

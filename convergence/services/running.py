@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from convergence.ports.views import API, WORKER, StackView
+from convergence.ports.views import API, PARKED, READY, WORKER, StackView
 from convergence.services.queries import get_stack
 
 if TYPE_CHECKING:
@@ -85,3 +85,13 @@ def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
         while not finished():
             rt.clock.sleep_until(rt.clock.now() + 0.1)
     return get_stack(rt, tenant, stack_id)
+
+
+def paused(rt: Runtime, stack: StackView) -> bool:
+    """Whether the stack's request waits on something outside it (a hook to clear, a nested
+    stack another process runs): parked nodes and no ready one. Nothing here can go on."""
+    if stack.traversal_id is None or stack.status != "IN_PROGRESS":
+        return False
+    with rt.store.read() as tx:
+        states = tx.node_states(stack.traversal_id)
+    return states.get(PARKED, 0) > 0 and states.get(READY, 0) == 0
