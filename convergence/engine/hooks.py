@@ -1,5 +1,6 @@
-"""Hooks: a resource's step pauses before its create, update or delete until someone clears
-the hook, as Heat's breakpoints (``resource_registry.resources.<name>.hooks``).
+"""Hooks: a resource's step pauses before its create, update or delete (or after its create or
+update, before anything built on it goes on) until someone clears the hook, as Heat's
+breakpoints (``resource_registry.resources.<name>.hooks``).
 
 The step that would act parks instead (no worker, no lease, no timer): its record is in
 progress with ``{"hook": "pre-create", "hooked": "CREATE", "was": [...]}`` as its operation
@@ -20,11 +21,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from convergence.engine.outcomes import PARKED, StepInput, StepResult
+from convergence.engine.outcomes import DONE, PARKED, StepInput, StepResult
 from convergence.ports.views import NewEvent, RecordChange, RecordView
 from convergence.template import StackDefinition
 
 PRE = {"CREATE": "pre-create", "UPDATE": "pre-update", "DELETE": "pre-delete"}
+POST = {"CREATE": "post-create", "UPDATE": "post-update"}
 
 
 def reason(action: str, hook: str) -> str:
@@ -84,6 +86,30 @@ def should_pause(hooks: frozenset[str], action: str, unhooked: Unhooked) -> str 
     if hook is None or hook not in hooks or unhooked.cleared == hook:
         return None
     return hook
+
+
+def hold_after(inp: StepInput, result: StepResult, action: str, hooks: frozenset[str],
+               unhooked: Unhooked) -> StepResult:
+    """A create or update that just finished, on a resource hooked ``post-<action>``: its
+    result is recorded but the node parks (its dependents wait) until the hook is cleared;
+    the record is in progress meanwhile and is what the action made again after."""
+    hook = POST.get(action)
+    if hook is None or hook not in hooks or unhooked.cleared == hook or \
+            result.outcome != DONE or not result.changes:
+        return result
+    change = result.changes[0]
+    if change.delete or change.values.get("status") != "COMPLETE":
+        return result
+    why = reason(action, hook)
+    change.values.update(operation={"hook": hook, "hooked": action, "was": [action, "COMPLETE"]},
+                         status="IN_PROGRESS", status_reason=why)
+    record = inp.record
+    result.events.append(NewEvent(record.name, change.values.get("physical_id",
+                                                                 record.physical_id),
+                                  change.values.get("type", record.type), action, "COMPLETE",
+                                  why))
+    result.outcome = PARKED
+    return result
 
 
 def settle(result: StepResult, unhooked: Unhooked) -> StepResult:

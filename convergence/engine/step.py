@@ -20,7 +20,15 @@ from typing import Any
 
 from convergence.engine.decide import Action, Desired, Observed, decide_cleanup, decide_converge
 from convergence.engine.deletion import RETAIN, SNAPSHOT, definition_policy
-from convergence.engine.hooks import Unhooked, hooks_of, pause, settle, should_pause, unhook
+from convergence.engine.hooks import (
+    Unhooked,
+    hold_after,
+    hooks_of,
+    pause,
+    settle,
+    should_pause,
+    unhook,
+)
 from convergence.engine.nesting import nested_context, nested_properties
 from convergence.engine.observing import ObservingSteps
 from convergence.engine.outcomes import (
@@ -219,8 +227,9 @@ class Stepper(ObservingSteps):
         if action is Action.POLL:
             op = record.operation or {}
             verb = str(op.get("action", CREATE))
-        return self._act(inp, plugin, record, inp.token, verb, props, requires,
-                         poll=action is Action.POLL)
+        result = self._act(inp, plugin, record, inp.token, verb, props, requires,
+                           poll=action is Action.POLL)
+        return hold_after(inp, result, verb, hooks_of(definition, name), unhooked)
 
     @staticmethod
     def _replacement(inp: StepInput, props: Mapping[str, Any], requires: list[int],

@@ -156,3 +156,20 @@ def test_hooks_reach_into_nested_templates(story: Story) -> None:
         (kid,) = tx.child_stacks(stack_id)
     hooks.clear_hook(rt, TENANT, kid.id, "inner", "pre-create")
     assert story.finish().stack_status == "CREATE_COMPLETE"
+
+
+def test_a_post_create_hook_holds_what_is_built_on_the_resource(story: Story) -> None:
+    rt = story.rt
+    story.create(template({"A": res("a"), "B": res("b", depends_on=["A"])}),
+                 environments=[env({"A": {"hooks": ["post-create"]}})])
+    run_until(rt, lambda: paused(story, "A"))
+    a = record(story, "A")
+    assert a.status_reason == "CREATE paused until Hook post-create is cleared"
+    assert a.physical_id is not None and a.attributes.get("output") == "a"  # made already
+    assert sorted(story.entities().values()) == ["a"]  # B waits for the hook
+    hooks.clear_hook(rt, TENANT, story.stack().id, "A", "post-create")
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    assert sorted(story.entities().values()) == ["a", "b"]
+    assert (record(story, "A").action, record(story, "A").status) == ("CREATE", "COMPLETE")
+    assert story.created_total() == 2  # A was made once
