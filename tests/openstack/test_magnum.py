@@ -11,7 +11,6 @@ pieces of the engine's work.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,9 +138,7 @@ def test_a_new_image_rolls_through_the_workers_one_node_at_a_time(
         return story.stack().status != "IN_PROGRESS"
 
     assert rt.inprocess is not None
-    started = time.monotonic()
     assert rt.inprocess.run(until=sample)
-    assert time.monotonic() - started < 300
     done = story.stack()
     assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
     workers = [s for s in servers(cloud) if group_of(s) != "masters"]
