@@ -68,6 +68,7 @@ def poll(state: CliState, name: str, nested_depth: int | None, fmt: str) -> None
 @click.option("--pre-delete", "hooks", flag_value="pre-delete", multiple=True)
 @click.option("--post-create", "hooks", flag_value="post-create", multiple=True)
 @click.option("--post-update", "hooks", flag_value="post-update", multiple=True)
+@click.option("--post-delete", "hooks", flag_value="post-delete", multiple=True)
 @click.option("--wait", is_flag=True,
               help="Then follow the stack until its request ends (or pauses again).")
 @pass_state

@@ -112,6 +112,25 @@ def hold_after(inp: StepInput, result: StepResult, action: str, hooks: frozenset
     return result
 
 
+def hold_after_delete(inp: StepInput, result: StepResult, hooks: frozenset[str],
+                      unhooked: Unhooked) -> StepResult:
+    """A delete that just finished, on a resource hooked ``post-delete``: the record stays
+    (in progress, DELETE_COMPLETE again once the hook is cleared, then forgotten) and the
+    node parks, holding what waits for the delete."""
+    hook = "post-delete"
+    if hook not in hooks or unhooked.cleared == hook or result.outcome != DONE:
+        return result
+    record = inp.record
+    why = reason("DELETE", hook)
+    result.changes = [RecordChange(record.id, inp.token, {
+        "operation": {"hook": hook, "hooked": "DELETE", "was": ["DELETE", "COMPLETE"]},
+        "action": "DELETE", "status": "IN_PROGRESS", "status_reason": why})]
+    result.events.append(NewEvent(record.name, record.physical_id, record.type, "DELETE",
+                                  "COMPLETE", why))
+    result.outcome = PARKED
+    return result
+
+
 def settle(result: StepResult, unhooked: Unhooked) -> StepResult:
     """A result for a record that carried a hook operation: the hook goes with what the step
     wrote (the action ran, or the node no longer does it), unless the step paused again or

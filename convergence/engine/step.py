@@ -23,6 +23,7 @@ from convergence.engine.deletion import RETAIN, SNAPSHOT, definition_policy
 from convergence.engine.hooks import (
     Unhooked,
     hold_after,
+    hold_after_delete,
     hooks_of,
     pause,
     settle,
@@ -448,8 +449,9 @@ class Stepper(ObservingSteps):
                               events, delay=progress.delay)
         events.append(NewEvent(record.name, record.physical_id, record.type, DELETE,
                                "COMPLETE", "state changed"))
-        return StepResult(inp.node.seq, DONE,
-                          [RecordChange(record.id, inp.token, {}, delete=True)], events)
+        return hold_after_delete(inp, StepResult(
+            inp.node.seq, DONE, [RecordChange(record.id, inp.token, {}, delete=True)], events),
+            self._hooks(record), unhooked)
 
     # failures -------------------------------------------------------------------------------
     def fail(self, inp: StepInput, record: RecordView, token: int, verb: str,

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update")
+HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update",
+         "post-delete")
 
 
 def clear_hook(rt: Runtime, tenant: str, name_or_id: str, resource: str, hook: str) -> None:

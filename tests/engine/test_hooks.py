@@ -173,3 +173,18 @@ def test_a_post_create_hook_holds_what_is_built_on_the_resource(story: Story) ->
     assert sorted(story.entities().values()) == ["a", "b"]
     assert (record(story, "A").action, record(story, "A").status) == ("CREATE", "COMPLETE")
     assert story.created_total() == 2  # A was made once
+
+
+def test_a_post_delete_hook_holds_the_stack_delete_after_the_resource_is_gone(
+        story: Story) -> None:
+    rt = story.rt
+    story.create(template({"A": res("a"), "B": res("b", depends_on=["A"])}),
+                 environments=[env({"B": {"hooks": "post-delete"}})])
+    story.finish()
+    story.delete()
+    run_until(rt, lambda: paused(story, "B"))
+    assert sorted(story.entities().values()) == ["a"]  # B is gone, A waits for the hook
+    assert record(story, "B").status_reason == "DELETE paused until Hook post-delete is cleared"
+    hooks.clear_hook(rt, TENANT, story.stack().id, "B", "post-delete")
+    assert story.finish().stack_status == "DELETE_COMPLETE"
+    assert story.entities() == {}
