@@ -86,6 +86,10 @@ class Planner:
         if definition is not None and trav.template_id is not None and not trav.observe \
                 and trav.action in ("UPDATE", "ROLLBACK"):
             unchanged = self._unchanged(tx, definition, wanted, chosen, infos)
+            # Converged to this template as they are: the next update compares them with it
+            # (the templates records name stay few, however many updates left them alone).
+            tx.keep_records([current[name] for name in unchanged], trav.template_id,
+                            trav.generation)
         plan = build_plan(wanted, current, infos, unchanged)
         tx.insert_nodes(trav.id, plan.nodes)
         tx.start_running(trav.id, len(plan.nodes))

@@ -116,6 +116,14 @@ class RecordQueries(TxPart):
                 self.conn.execute(update(T_RES).where(T_RES.c.id == superseded)
                                   .values(replaced_by=restored, updated_at=self.now))
 
+    def keep_records(self, record_ids: Sequence[int], template_id: str,
+                     generation: int) -> None:
+        """Records an update leaves alone (defined alike): converged to its template and
+        generation as they are, with no step (so the templates records name stay few)."""
+        for chunk in chunks(sorted(set(record_ids))):
+            self.conn.execute(update(T_RES).where(T_RES.c.id.in_(chunk)).values(
+                template_id=template_id, generation=generation))
+
     # leases -------------------------------------------------------------------------------
     def claim_records(self, record_ids: Sequence[int], owner: str,
                       until: float) -> dict[int, RecordView]:
