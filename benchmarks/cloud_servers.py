@@ -69,6 +69,35 @@ def group_cpu(pid: int) -> float:
     return total
 
 
+def start_simcloud(folder: str, port: int, options: list[str]
+                   ) -> tuple[subprocess.Popen[bytes], Any, dict[str, str]]:
+    """``convergence simcloud`` as a process on ``port`` with ``options``, once it answers:
+    the process, its control client, and the environment that points openstacksdk at it
+    (a ``clouds.yaml`` in ``folder``)."""
+    from convergence.simcloud.client import SimControl
+    from convergence.simcloud.serve import clouds_yaml
+
+    url = f"http://127.0.0.1:{port}"
+    cloud = subprocess.Popen(
+        [sys.executable, "-m", "convergence", "simcloud", "--port", str(port), *options],
+        stdout=subprocess.DEVNULL, stderr=(Path(folder) / "simcloud.log").open("wb"))
+    control = SimControl(url)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            control.last()
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                cloud.terminate()
+                raise SystemExit("the simulated cloud did not start") from None
+            time.sleep(0.2)
+    clouds = Path(folder) / "clouds.yaml"
+    clouds.write_text(clouds_yaml(url))
+    return cloud, control, {"OS_CLOUD": "simcloud", "OS_CLIENT_CONFIG_FILE": str(clouds),
+                            "CONVERGENCE_POLL_SECONDS": "1.0"}
+
+
 def kind_of(method: str, path: str) -> str:
     service = path.strip("/").split("/")[0]
     noun = [p for p in path.split("/") if p and not any(c.isdigit() for c in p[:8])][-1:]
@@ -87,36 +116,17 @@ def main() -> None:
     from convergence.runtime import open_runtime
     from convergence.services import queries, running, stacks
     from convergence.settings import Settings
-    from convergence.simcloud.client import SimControl
-    from convergence.simcloud.serve import clouds_yaml
-
     with tempfile.TemporaryDirectory() as folder:
         port = free_port()
-        cloud_url = f"http://127.0.0.1:{port}"
         seed = Path(folder) / "seed.yaml"
         n = args.servers
         seed.write_text(f"compute_quota: {{instances: {n * 2}, cores: {n * 2}, "
                         f"ram: {n * 2048}}}\nnetwork_quota: {{port: {n * 3}}}\n")
-        cloud = subprocess.Popen(
-            [sys.executable, "-m", "convergence", "simcloud", "--port", str(port),
-             "--build-seconds", str(args.build_seconds), "--seed", str(seed)],
-            stdout=subprocess.DEVNULL, stderr=(Path(folder) / "simcloud.log").open("wb"))
+        cloud, control, env = start_simcloud(
+            folder, port, ["--build-seconds", str(args.build_seconds), "--seed", str(seed)])
+        clouds = Path(env["OS_CLIENT_CONFIG_FILE"])
         workers = None
         try:
-            control = SimControl(cloud_url)
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    control.last()
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise SystemExit("the simulated cloud did not start") from None
-                    time.sleep(0.2)
-            clouds = Path(folder) / "clouds.yaml"
-            clouds.write_text(clouds_yaml(cloud_url))
-            env = {"OS_CLOUD": "simcloud", "OS_CLIENT_CONFIG_FILE": str(clouds),
-                   "CONVERGENCE_POLL_SECONDS": "1.0"}
             url, broker, workers = start_cluster(folder, args.workers, env, args.concurrency)
             settings = Settings(database_url=url, broker_url=broker,
                                 max_template_bytes=1 << 30, max_request_bytes=1 << 30)

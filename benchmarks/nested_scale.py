@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cloud_servers import group_cpu
+from cloud_servers import group_cpu, start_simcloud
 from distributed import free_port, start_cluster
 
 TENANT = "bench"
@@ -181,39 +181,20 @@ def main() -> None:
     from convergence.runtime import open_runtime
     from convergence.services import running, stacks
     from convergence.settings import Settings
-    from convergence.simcloud.client import SimControl
-    from convergence.simcloud.serve import clouds_yaml
 
     with tempfile.TemporaryDirectory() as folder:
         port = free_port()
-        cloud_url = f"http://127.0.0.1:{port}"
         n = args.nodes + args.grow + args.roll_nodes
         seed = Path(folder) / "seed.yaml"
         seed.write_text(f"compute_quota: {{instances: {n * 2}, cores: {n * 2}, "
                         f"ram: {n * 2048}}}\nnetwork_quota: {{port: {n * 3}}}\n"
                         f"volume_quota: {{volumes: {n * 2}, gigabytes: {n * 4}}}\n")
-        cloud = subprocess.Popen(
-            [sys.executable, "-m", "convergence", "simcloud", "--port", str(port),
-             "--build-seconds", "0", "--volume-seconds", "create=0",
-             "--volume-seconds", "attach=0", "--volume-seconds", "detach=0",
-             "--volume-seconds", "delete=0", "--seed", str(seed)],
-            stdout=subprocess.DEVNULL, stderr=(Path(folder) / "simcloud.log").open("wb"))
+        cloud, control, env = start_simcloud(
+            folder, port, ["--build-seconds", "0", "--volume-seconds", "create=0",
+                           "--volume-seconds", "attach=0", "--volume-seconds", "detach=0",
+                           "--volume-seconds", "delete=0", "--seed", str(seed)])
         workers = api = None
         try:
-            control = SimControl(cloud_url)
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    control.last()
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise SystemExit("the simulated cloud did not start") from None
-                    time.sleep(0.2)
-            clouds = Path(folder) / "clouds.yaml"
-            clouds.write_text(clouds_yaml(cloud_url))
-            env = {"OS_CLOUD": "simcloud", "OS_CLIENT_CONFIG_FILE": str(clouds),
-                   "CONVERGENCE_POLL_SECONDS": "1.0"}
             url, broker, workers = start_cluster(folder, args.workers, env, args.concurrency)
             api_port = free_port()
             api = subprocess.Popen(

@@ -20,7 +20,6 @@ more than ``max_tree_resources`` resources.
 from __future__ import annotations
 
 import hashlib
-import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -30,16 +29,13 @@ from convergence.errors import Conflict
 from convergence.plugins.base import ChildState, PluginContext, ResourceFailure
 from convergence.ports.store import Tx
 from convergence.ports.views import StackView, TemplateContent, template_id
-from convergence.ports.work import PLAN, Work
 from convergence.services.admission import check_content
+from convergence.services.stacks import start
 from convergence.template import StackDefinition, TemplateError
 from convergence.template.nesting import ChildTemplate
 
 if TYPE_CHECKING:
     from convergence.services.context import Runtime
-
-log = logging.getLogger(__name__)
-
 
 def child_state(stack: StackView) -> ChildState:
     outputs = {name: (out.get("value") if isinstance(out, dict) else out)
@@ -240,13 +236,8 @@ class ChildStackService:
 
     def _start(self, traversal_id: str | None) -> None:
         """Send a committed traversal's plan (what is lost, the sweeper plans)."""
-        if traversal_id is None:
-            return
-        try:
-            self.rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
-        except Exception:
-            log.exception("could not send the plan of traversal %s: the sweeper will",
-                          traversal_id)
+        if traversal_id is not None:
+            start(self.rt, traversal_id)
 
 
 def _owner(ctx: PluginContext) -> tuple[str, int]:

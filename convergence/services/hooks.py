@@ -13,7 +13,6 @@ client (``convergence.cli.local``).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from convergence.errors import Conflict, NotFound, NotSupported
@@ -22,11 +21,10 @@ from convergence.ports.views import NewEvent
 from convergence.ports.work import Work, batches
 from convergence.services.heat_shapes import current_records
 from convergence.services.queries import locked_stack
+from convergence.services.stacks import send
 
 if TYPE_CHECKING:
     from convergence.services.context import Runtime
-
-log = logging.getLogger(__name__)
 
 HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update",
          "post-delete")
@@ -59,9 +57,5 @@ def clear_hook(rt: Runtime, tenant: str, name_or_id: str, resource: str, hook: s
             wake.extend(batches(stack.traversal_id, seqs, rt.settings.batch_size))
 
     rt.store.transact(clear)
-    if wake:
-        try:
-            rt.dispatcher.dispatch(wake)
-        except Exception:
-            log.exception("could not send the wake-up of %s: the sweeper will", resource)
+    send(rt, wake)
     rt.engine.ctx.tell_observers()

@@ -19,7 +19,6 @@ Callers: the API's signal route (``convergence.api.stack_extras``) and the CLI.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,14 +27,12 @@ from convergence.errors import Conflict, NotFound, NotSupported
 from convergence.plugins.heat.autoscaling import group_size, new_capacity
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, RecordView, template_id
-from convergence.ports.work import PLAN, Work
 from convergence.services.heat_shapes import current_records
 from convergence.services.queries import locked_stack, stack_or_404
+from convergence.services.stacks import start
 
 if TYPE_CHECKING:
     from convergence.services.context import Runtime
-
-log = logging.getLogger(__name__)
 
 POLICY, GROUP = "OS::Heat::ScalingPolicy", "OS::Heat::AutoScalingGroup"
 SIGNAL = "SIGNAL"
@@ -116,11 +113,7 @@ def signal_resource(rt: Runtime, tenant: str, name_or_id: str, resource: str,
 
     traversal_id = rt.store.transact(accepted)
     if traversal_id is not None:
-        try:
-            rt.dispatcher.dispatch([Work(PLAN, traversal_id)])
-        except Exception:
-            log.exception("could not send the plan of traversal %s: the sweeper will",
-                          traversal_id)
+        start(rt, traversal_id)
     rt.engine.ctx.tell_observers()
     return outcome[0]
 

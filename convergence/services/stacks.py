@@ -71,7 +71,7 @@ def _refuse_while_deleting(stack: StackView, what: str) -> None:
         raise Conflict(f"The Stack ({stack.name}) is being deleted; it cannot be {what}.")
 
 
-def _start(rt: Runtime, traversal_id: str) -> None:
+def start(rt: Runtime, traversal_id: str) -> None:
     """Send a committed traversal's plan. The request is accepted once committed: if the
     broker cannot take the message now, the sweeper plans the traversal (it finds every
     traversal left waiting to be planned), so the caller is not told it failed."""
@@ -81,7 +81,7 @@ def _start(rt: Runtime, traversal_id: str) -> None:
         log.exception("could not send the plan of traversal %s: the sweeper will", traversal_id)
 
 
-def _send(rt: Runtime, work: Sequence[Work]) -> None:
+def send(rt: Runtime, work: Sequence[Work]) -> None:
     """Send committed work (a nested stack's parent woken); what is lost, the sweeper finds."""
     if not work:
         return
@@ -146,7 +146,7 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
                 log.warning("the trust of a refused stack %s was not deleted", name,
                             exc_info=True)
         raise
-    _start(rt, traversal_id)
+    start(rt, traversal_id)
     return stack
 
 
@@ -225,7 +225,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
         return stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accepted)
-    _start(rt, traversal_id)
+    start(rt, traversal_id)
     return stack
 
 
@@ -244,7 +244,7 @@ def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,
 
     stack, traversal_id = rt.store.transact(accepted)
     if traversal_id is not None:
-        _start(rt, traversal_id)
+        start(rt, traversal_id)
     return stack
 
 
@@ -269,7 +269,7 @@ def check_stack(rt: Runtime, tenant: str, name_or_id: str, *,
         return stack_or_404(tx, tenant, stack.id), traversal_id
 
     stack, traversal_id = rt.store.transact(accepted)
-    _start(rt, traversal_id)
+    start(rt, traversal_id)
     return stack
 
 
@@ -304,8 +304,8 @@ def cancel_stack(rt: Runtime, tenant: str, name_or_id: str, *, rollback: bool = 
 
     stack, traversal_id = rt.store.transact(accepted)
     if traversal_id is not None:
-        _start(rt, traversal_id)
-    _send(rt, wakes)
+        start(rt, traversal_id)
+    send(rt, wakes)
     return stack
 
 
@@ -329,7 +329,7 @@ def reset_stack(rt: Runtime, tenant: str, name_or_id: str) -> tuple[StackView, i
         return stack_or_404(tx, tenant, stack.id), released
 
     result = rt.store.transact(reset)
-    _send(rt, wakes)
+    send(rt, wakes)
     return result
 
 

@@ -135,15 +135,7 @@ class SweepQueries(TxPart):
                    or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
                        T_RES.c.lease_expires < self.now))
             .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
-        out: dict[str, list[int]] = {}
-        for r in rows:
-            out.setdefault(r.traversal_id, []).append(r.seq)
-        for traversal_id, seqs in out.items():
-            for chunk in chunks(seqs):
-                self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                    T_NODE.c.state == READY).values(updated_at=self.now))
-        return out
+        return self._mark_nodes(rows, READY, READY)
 
     def parked_nodes_done_waiting(self, limit: int) -> dict[str, list[int]]:
         """Parked nodes of running current traversals whose nested stack is no longer in
@@ -160,6 +152,11 @@ class SweepQueries(TxPart):
             .where(T_TRAV.c.state == RUNNING, T_NODE.c.state == PARKED,
                    child.c.status != "IN_PROGRESS")
             .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
+        return self._mark_nodes(rows, PARKED, READY)
+
+    def _mark_nodes(self, rows: Sequence[Any], was: str, state: str) -> dict[str, list[int]]:
+        """The nodes of ``rows`` (traversal id, seq) by traversal, those still in state
+        ``was`` set to ``state`` and touched now."""
         out: dict[str, list[int]] = {}
         for r in rows:
             out.setdefault(r.traversal_id, []).append(r.seq)
@@ -167,7 +164,7 @@ class SweepQueries(TxPart):
             for chunk in chunks(seqs):
                 self.conn.execute(update(T_NODE).where(
                     T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                    T_NODE.c.state == PARKED).values(state=READY, updated_at=self.now))
+                    T_NODE.c.state == was).values(state=state, updated_at=self.now))
         return out
 
     def next_sweep_due(self, plan_idle: float, node_idle: float) -> float | None:
