@@ -28,6 +28,7 @@ from convergence.ports.dispatch import Dispatcher
 from convergence.ports.work import Work
 from convergence.services.children import ChildStackService
 from convergence.services.holds import StackHolds
+from convergence.services.software import SoftwareService
 from convergence.settings import Settings
 from convergence.store.db import make_engine, sqlite_folder
 from convergence.store.entity_tables import SqlEntityTables
@@ -88,10 +89,11 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     # entity tables (and the environment, for their own settings).
     environ = os.environ if environ is None else environ
     children = ChildStackService()  # nested stacks: the engine's own stacks, as a backend
+    software = SoftwareService()  # software configs, deployments and signed URLs
     registry = (registry or PluginRegistry.from_entry_points()).bind(
         PluginHost(now=clock.now, entity_tables=SqlEntityTables(db), environ=environ,
                    fallback_cloud=_embedded_cloud(settings) if settings.embedded else None,
-                   stacks=children))
+                   stacks=children, software=software))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id,
                     lease_seconds=settings.lease_seconds, batch_size=settings.batch_size,
@@ -119,4 +121,5 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     runtime = Runtime(settings, clock, store, registry, engine, dispatcher,
                       StackHolds(store, settings.lease_seconds))
     children.attach(runtime)
+    software.attach(runtime)
     return runtime

@@ -53,6 +53,7 @@ _PREFIX = "CONVERGENCE_"
 
 DEFAULT_MAX_REQUEST_BYTES = 2 * 1024 * 1024
 DEFAULT_MAX_TEMPLATE_BYTES = 1024 * 1024
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8004"  # the API's default address
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,12 @@ class Settings:
     # A worker told to stop: how long the steps in hand have to reach their commit point;
     # ``convergence api`` told to stop: how long requests in flight have to finish.
     shutdown_grace_seconds: float = 10.0
+    # Where servers, wait conditions and alarms reach the API (the signal URLs the engine
+    # hands out name it): the address the API serves on, seen from the servers.
+    public_url: str = DEFAULT_PUBLIC_URL
+    # What those URLs are signed with (None: a key the engine makes and keeps in its
+    # database). A secret.
+    signing_key: str | None = field(default=None, repr=False)
     # Benchmarks: a worker process writes its figures to ``<stats_dir>/<pid>.json``.
     stats_dir: str | None = None
 
@@ -176,4 +183,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         heartbeat_seconds=float(get("HEARTBEAT_SECONDS") or 5.0),
         shutdown_grace_seconds=float(get("SHUTDOWN_GRACE_SECONDS") or 10.0),
         stats_dir=get("STATS_DIR"),
+        public_url=(get("PUBLIC_URL") or DEFAULT_PUBLIC_URL).rstrip("/"),
+        signing_key=get("SIGNING_KEY"),
     )

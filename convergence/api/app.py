@@ -42,6 +42,8 @@ from convergence.api import (
     errors,
     ops,
     services_api,
+    signed,
+    software,
     stack_extras,
     stream,
     subscriptions,
@@ -164,6 +166,7 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
         app.add_api_route(path, versions, methods=["GET"], include_in_schema=False)
 
     ops.install(app)  # /healthz, /readyz, /healthcheck, /metrics and the request body limit
+    app.include_router(signed.router)  # /v1/signed/{token}: what servers call, token-less
     app.include_router(actions.router)  # before the stack routes, whose lookups match any path
     app.include_router(stack_extras.router)  # the list, export/abandon, events, mark-unhealthy
     app.include_router(catalog.router)
@@ -171,4 +174,5 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     app.include_router(stream.router)  # GET /v1/{tenant}/events (+ watch, wait)
     app.include_router(subscriptions.router)  # /v1/{tenant}/subscriptions
     app.include_router(services_api.router)  # GET /v1/{tenant}/services (worker heartbeats)
+    app.include_router(software.router)  # software configs and deployments
     return app

@@ -20,10 +20,10 @@ lives here rather than in ``convergence.api.stacks``. Requests are read with
 - ``GET .../resources/{name}/metadata``: the template's ``metadata`` of the resource.
 - ``PATCH .../resources/{name_or_physical_id}``: ``mark_unhealthy``; the resource becomes
   CHECK_FAILED and the next update replaces it.
-- ``POST .../resources/{name}/signal``: ``{"unset_hook": "pre-create"}`` clears a hook the
-  resource is paused on (``convergence.services.hooks``); otherwise a scaling policy scales
-  its group (``convergence.services.scaling``), and a type that takes no signals answers 400
-  NotSupported.
+- ``POST .../resources/{name}/signal``: routed by ``convergence.services.resource_signals``:
+  ``{"unset_hook": "pre-create"}`` clears a hook the resource is paused on; a scaling policy
+  scales its group, a wait condition handle keeps the signal, a software deployment takes
+  its agent's report; a type that takes no signals answers 400 NotSupported.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from convergence.heat_fields import FILTER_KEYS, StackQuery
 from convergence.ports.pages import EventQuery
 from convergence.ports.views import EventView, RecordView, StackView
 from convergence.runtime import Runtime
-from convergence.services import heat_shapes, hooks, inputs, pages, queries, scaling, stacks
+from convergence.services import heat_shapes, inputs, pages, queries, resource_signals, stacks
 
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
@@ -233,10 +233,6 @@ async def signal_resource(request: Request, resource_name: str,
             details = json.loads(body)
         except ValueError:
             raise bad_request("The signal's body must be JSON.") from None
-    if isinstance(details, dict) and "unset_hook" in details:  # Heat's hook clear
-        await run_in_threadpool(hooks.clear_hook, rt, stack.tenant, stack.id, resource_name,
-                                str(details["unset_hook"]))
-    else:
-        await run_in_threadpool(scaling.signal_resource, rt, stack.tenant, stack.id,
-                                resource_name, details)
+    await run_in_threadpool(resource_signals.signal, rt, stack.tenant, stack.id,
+                            resource_name, details)
     return JSONResponse(None, status_code=200)

@@ -66,6 +66,7 @@ class Accountant:
         failed: list[int] = []
         released: list[int] = []
         parked: list[int] = []  # waiting on an event of the engine's own: no poll
+        wake_at: dict[int, float] = {}  # parked, until then at the latest
         failure = ""
         due: list[tuple[int, int, float]] = []  # polls: (seq, fencing token, delay)
         check_failed: set[int] = set()  # checked, found wrong: done, but counted as failed
@@ -79,6 +80,8 @@ class Accountant:
                 released.append(r.seq)
             elif r.outcome == PARKED:
                 parked.append(r.seq)
+                if r.delay > 0:
+                    wake_at[r.seq] = tx.now + r.delay
             elif r.outcome == FAILED:
                 failed.append(r.seq)
                 failure = failure or r.reason
@@ -95,7 +98,7 @@ class Accountant:
         follow.extend(polls(trav.id, due, min(ctx.batch_size, POLLS_PER_MESSAGE)))
         if parked:
             # Woken while their step ran (the event came first): stepped again at once.
-            released.extend(tx.park_nodes(trav.id, parked))
+            released.extend(tx.park_nodes(trav.id, parked, wake_at))
         finished_nodes = tx.finish_nodes(trav.id, done, DONE_STATE)
         done = [n.seq for n in finished_nodes]
         failed_nodes = tx.finish_nodes(trav.id, failed, FAILED_STATE)

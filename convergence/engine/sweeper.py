@@ -131,6 +131,9 @@ class Sweeper:
             for traversal_id, seqs in tx.parked_nodes_done_waiting(LIMIT).items():
                 report.counts["parked nodes woken"] += len(seqs)
                 report.work.extend(batches(traversal_id, seqs, size))
+            for traversal_id, seqs in tx.parked_nodes_due(LIMIT).items():
+                report.counts["parked nodes due"] += len(seqs)
+                report.work.extend(batches(traversal_id, seqs, size))
         with store.begin() as tx:
             plans = tx.stalled_plans(self.period)
             finishes = tx.unconcluded_traversals()

@@ -75,8 +75,11 @@ class Progress:
     park: bool = False
 
     @classmethod
-    def parked(cls, state: Mapping[str, Any], physical_id: str | None = None) -> Progress:
-        return cls(False, physical_id, state, 0.0, None, park=True)
+    def parked(cls, state: Mapping[str, Any], physical_id: str | None = None,
+               wake_in: float = 0.0) -> Progress:
+        """Waiting on an event; ``wake_in`` > 0: stepped again after that many seconds at
+        the latest (a timeout), whether the event came or not."""
+        return cls(False, physical_id, state, wake_in, None, park=True)
 
     @classmethod
     def finished(cls, physical_id: str | None = None,
@@ -162,6 +165,9 @@ class PluginHost:
     # The engine's own stacks, for the types whose resources are nested stacks
     # (a :class:`ChildStacks`); None: this runtime makes none.
     stacks: object | None = None
+    # The engine's software configuration and signed URLs (a
+    # :class:`convergence.plugins.software_port.SoftwareBackend`); None: none.
+    software: object | None = None
 
 
 @dataclass(frozen=True, slots=True)

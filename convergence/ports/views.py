@@ -316,3 +316,38 @@ class TakenOver:
     action: str
     status: str
     owner: str | None  # None: a poll watch nobody kept
+
+
+# software configuration (convergence.services.software) ---------------------------------------
+@dataclass(frozen=True, slots=True)
+class SoftwareConfigView:
+    id: str
+    tenant: str
+    name: str
+    group: str
+    config: Any  # text, or a structure (a structured config's)
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    options: dict[str, Any]
+    created_at: float
+    owner: str | None = None  # the record of the resource that made it, if one did
+
+
+@dataclass(frozen=True, slots=True)
+class SoftwareDeploymentView:
+    id: str
+    tenant: str
+    config_id: str
+    server_id: str
+    action: str
+    status: str  # IN_PROGRESS COMPLETE FAILED
+    status_reason: str
+    input_values: dict[str, Any]
+    output_values: dict[str, Any]
+    created_at: float
+    updated_at: float | None = None
+    stack_user_project_id: str | None = None
+    # The stack's resource that made it (None: made through the API).
+    stack_id: str | None = None
+    resource_name: str | None = None
+    owner: str | None = None

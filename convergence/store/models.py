@@ -26,6 +26,10 @@ arithmetic.
 - ``sweeps``: one row per periodic job (the sweeper): who holds its turn, until when, and
   when it last ran, so that among all the workers one runs it at a time, once a period; and
   one per stack an embedded process is driving (``stack:<id>``, ``convergence.store.holds``).
+- ``software_configs``, ``software_deployments``: Heat's software configuration API and
+  what the servers' agents report (``store/software.py``); ``handle_signals``: what wait
+  condition handles received; ``service_keys``: the key the engine signs the URLs servers
+  signal through with, when none is configured.
 - ``orphans``: what a step made in the cloud after its lease had been taken over (it woke up
   late): its result was refused, so no record names it, and the sweeper removes it.
 """
@@ -241,6 +245,9 @@ class NodeRow(Base):
     # Woken while it was not parked (its step was running): the park that step records does
     # not hold, the node goes on at once.
     woken: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Parked with a deadline: woken then even if its event never comes (a wait condition's
+    # timeout; a deployment's look at a report whose wake-up was lost).
+    wake_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     successors: Mapped[list[Any]] = mapped_column(JSON, default=list)  # seqs
     updated_at: Mapped[float] = mapped_column(Float)
 
@@ -378,3 +385,75 @@ class OrphanRow(Base):
     physical_id: Mapped[str] = mapped_column(String(255))
     noted_at: Mapped[float] = mapped_column(Float)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class SoftwareConfigRow(Base):
+    """A software config (immutable): made through the API, or by a resource (``owner``: its
+    record's owner key), or derived by a deployment from its config and input values."""
+
+    __tablename__ = "software_configs"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(Text, default="")
+    group: Mapped[str] = mapped_column(String(128), default="Heat::Ungrouped")
+    config: Mapped[Any] = mapped_column(JSON, nullable=True)  # text, or a structure
+    inputs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    outputs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_software_configs_tenant", "tenant", "created_at"),
+                      Index("ix_software_configs_owner", "owner"))
+
+
+class SoftwareDeploymentRow(Base):
+    """A config applied to a server, and what the server's agent reported of it. One a
+    stack's resource made names the stack, the resource and its record's owner key."""
+
+    __tablename__ = "software_deployments"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    config_id: Mapped[str] = mapped_column(String(36))
+    server_id: Mapped[str] = mapped_column(String(255))
+    action: Mapped[str] = mapped_column(String(16), default="INIT")
+    status: Mapped[str] = mapped_column(String(16), default="COMPLETE")
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    input_values: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    output_values: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    stack_user_project_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    stack_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    resource_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    __table_args__ = (Index("ix_software_deployments_server", "tenant", "server_id"),
+                      Index("ix_software_deployments_owner", "owner"))
+
+
+class ServiceKeyRow(Base):
+    """A key of the engine's own (``signing``: what signed URLs are signed with)."""
+
+    __tablename__ = "service_keys"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class HandleSignalRow(Base):
+    """A signal a wait condition handle received: one per (handle, signal id); a signal with
+    an id already received replaces it (as Heat keeps them)."""
+
+    __tablename__ = "handle_signals"
+
+    handle_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    signal_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    stack_id: Mapped[str] = mapped_column(String(36))
+    status: Mapped[str] = mapped_column(String(16))  # SUCCESS FAILURE
+    reason: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[Any] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)

@@ -112,17 +112,25 @@ class NodeQueries(TxPart):
             changed.extend(node_view(r) for r in rows)
         return changed
 
-    def park_nodes(self, traversal_id: str, seqs: Sequence[int]) -> list[int]:
-        """Park ready nodes whose step waits on an outside event; returns those woken while
+    def park_nodes(self, traversal_id: str, seqs: Sequence[int],
+                   wake_at: Mapping[int, float] | None = None) -> list[int]:
+        """Park ready nodes whose step waits on an outside event (until ``wake_at[seq]`` at
+        the latest, when given: then the sweeper wakes them); returns those woken while
         their step ran (the event came first): they stay ready, to be stepped again now."""
+        deadlines = wake_at or {}
+        by_deadline: dict[float | None, list[int]] = {}
+        for seq in sorted(set(seqs)):
+            by_deadline.setdefault(deadlines.get(seq), []).append(seq)
         woken: list[int] = []
-        for chunk in chunks(sorted(set(seqs))):
-            rows = self.conn.execute(update(T_NODE).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                T_NODE.c.state == READY,
-            ).values(state=case((T_NODE.c.woken, READY), else_=PARKED), woken=False,
-                     updated_at=self.now).returning(T_NODE.c.seq, T_NODE.c.state))
-            woken.extend(r.seq for r in rows if r.state == READY)
+        for deadline, group in by_deadline.items():
+            for chunk in chunks(group):
+                rows = self.conn.execute(update(T_NODE).where(
+                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    T_NODE.c.state == READY,
+                ).values(state=case((T_NODE.c.woken, READY), else_=PARKED), woken=False,
+                         wake_at=deadline, updated_at=self.now,
+                         ).returning(T_NODE.c.seq, T_NODE.c.state))
+                woken.extend(r.seq for r in rows if r.state == READY)
         return sorted(woken)
 
     def wake_nodes(self, traversal_id: str, record_ids: Iterable[int]) -> list[int]:

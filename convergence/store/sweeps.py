@@ -154,6 +154,18 @@ class SweepQueries(TxPart):
             .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
         return self._mark_nodes(rows, PARKED, READY)
 
+    def parked_nodes_due(self, limit: int) -> dict[str, list[int]]:
+        """Parked nodes of running traversals whose deadline (``wake_at``) has passed: a wait
+        that timed out, or a look at an event whose wake-up may have been lost. Made ready
+        again, and returned."""
+        rows = self.conn.execute(
+            select(T_NODE.c.traversal_id, T_NODE.c.seq)
+            .join(T_TRAV, T_TRAV.c.id == T_NODE.c.traversal_id)
+            .where(T_NODE.c.state == PARKED, T_NODE.c.wake_at.is_not(None),
+                   T_NODE.c.wake_at <= self.now, T_TRAV.c.state == RUNNING)
+            .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
+        return self._mark_nodes(rows, PARKED, READY)
+
     def _mark_nodes(self, rows: Sequence[Any], was: str, state: str) -> dict[str, list[int]]:
         """The nodes of ``rows`` (traversal id, seq) by traversal, those still in state
         ``was`` set to ``state`` and touched now."""

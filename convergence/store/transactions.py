@@ -5,8 +5,8 @@
 one that only reads, ``transact`` runs a piece of work again when the database picked it as a
 deadlock's victim. :class:`Tx` is the ports' ``Tx``: one class composed of each aggregate's
 part (stacks, traversals, nodes, records and leases, resource pages, events, webhooks,
-workers, orphans, sweeps, holds), which the engine, the sweeper and the services compose
-inside one transaction.
+workers, orphans, sweeps, holds, software configuration), which the engine, the sweeper and
+the services compose inside one transaction.
 
 Queries are Core statements on the model tables, batched where a step handles many nodes at
 once: claiming leases, loading records, decrementing successors and writing events are one
@@ -33,6 +33,7 @@ from convergence.store.nodes import NodeQueries
 from convergence.store.orphans import OrphanQueries
 from convergence.store.records import RecordQueries
 from convergence.store.resource_pages import ResourcePageQueries
+from convergence.store.software import SoftwareQueries
 from convergence.store.stacks import StackQueries
 from convergence.store.sweeps import SweepQueries
 from convergence.store.traversals import TraversalQueries
@@ -43,7 +44,8 @@ R = TypeVar("R")
 
 
 class Tx(StackQueries, TraversalQueries, NodeQueries, RecordQueries, ResourcePageQueries,
-         EventQueries, WebhookQueries, WorkerQueries, OrphanQueries, SweepQueries, HoldQueries):
+         EventQueries, WebhookQueries, WorkerQueries, OrphanQueries, SweepQueries, HoldQueries,
+         SoftwareQueries):
     """One transaction's worth of primitives. Obtained from ``Store.begin``."""
 
     def __init__(self, conn: Connection, now: float) -> None:

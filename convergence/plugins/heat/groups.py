@@ -100,6 +100,12 @@ class GroupBase(NestedStackBase):
         """How the first members are made (None: all at once)."""
         return None
 
+    def member_outputs(self, names: list[str],
+                       paths: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """Outputs of the nested template a group type shapes itself (by attribute name:
+        these replace the ones made the usual way)."""
+        return {}
+
     # the nested template --------------------------------------------------------------------
     def template(self, ctx: PluginContext, props: Mapping[str, Any], names: Sequence[str],
                  removed: Sequence[str], old: Mapping[str, Any] | None = None,
@@ -110,8 +116,10 @@ class GroupBase(NestedStackBase):
         for name in names:
             keep = old is not None and renewed is not None and name not in renewed
             resources[name] = self.member(old if keep and old is not None else props, name)
-        outputs = group_outputs(list(names), sorted(removed, key=name_order),
-                                props.get(ATTRIBUTE_PATHS) or [], self.own_attributes)
+        paths = props.get(ATTRIBUTE_PATHS) or []
+        outputs = group_outputs(list(names), sorted(removed, key=name_order), paths,
+                                self.own_attributes)
+        outputs.update(self.member_outputs(list(names), paths))
         text = json.dumps({"heat_template_version": HOT_VERSION, "resources": resources,
                            "outputs": outputs})  # in member order
         base = ctx.child or ChildTemplate("")

@@ -31,6 +31,7 @@ from convergence.plugins.base import (
     CREATE,
     DELETE,
     UPDATE,
+    BackendFactory,
     PluginContext,
     Progress,
     ResourceFailure,
@@ -50,6 +51,7 @@ from convergence.plugins.openstack.resource import (
     State,
     owner_tag,
 )
+from convergence.plugins.software_port import software_backend
 from convergence.template.properties import TypeSchema
 
 FREEING, UPDATING, SNAPSHOT = "freeing ports", "updating", "snapshot"
@@ -68,6 +70,9 @@ class Server(OpenStackResource):
     poll_delay = 2.0
     delete_delay = 1.0
     schema: ClassVar[TypeSchema] = SCHEMA
+    # The engine's software configuration: a SOFTWARE_CONFIG server's agent polls its URL.
+    backends: ClassVar[Mapping[str, BackendFactory]] = {
+        **OpenStackResource.backends, "software": software_backend}
 
     # -- what the base asks of a type ----------------------------------------------------------
     def find(self, conn: Any, ctx: PluginContext, props: Mapping[str, Any]) -> Any | None:

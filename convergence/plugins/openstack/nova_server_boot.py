@@ -14,6 +14,9 @@ What differs from Heat, and why:
   for ``HEAT_CFNTOOLS``, its ``cfn-userdata`` copy for heat-cfntools; Heat's own in-instance
   parts (its boothook, part handler and the CFN metadata server's address) are left out: this
   engine serves no CFN API. The boundary is fixed, so the same properties give the same bytes.
+- ``SOFTWARE_CONFIG`` adds a part of its own, ``os-collect-config.json``: the signed URL
+  the server's agent polls for its software deployments (``agent_config``), whatever the
+  ``software_config_transport`` (but Zaqar's, refused).
 - ``block_device_mapping`` (Nova's legacy form) is sent in the form Nova turns it into,
   ``block_device_mapping_v2``: a mapping on ``vda`` boots.
 - ``reservation_id`` is accepted and not sent: Nova's API takes none (it makes its own).
@@ -38,10 +41,11 @@ from convergence.plugins.base import PluginContext, ResourceFailure
 from convergence.plugins.openstack.lookups import cached
 from convergence.plugins.openstack.names import physical_name
 from convergence.plugins.openstack.nova_server_networks import boot_networks
-from convergence.plugins.openstack.nova_server_schema import HEAT_CFNTOOLS, RAW
+from convergence.plugins.openstack.nova_server_schema import HEAT_CFNTOOLS, RAW, SOFTWARE_CONFIG
 from convergence.plugins.openstack.nova_server_tags import server_tags
 
 BOUNDARY = "===============convergence-user-data=="
+AGENT_PART = "os-collect-config.json"  # the agent's configuration, in SOFTWARE_CONFIG user data
 
 
 def server_name(ctx: PluginContext, props: Mapping[str, Any]) -> str:
@@ -76,12 +80,14 @@ def _multipart(parts: list[tuple[str, str, str]]) -> str:
     return whole.as_string()
 
 
-def user_data_text(props: Mapping[str, Any]) -> str | None:
-    """The user data in the property's format (None: none)."""
+def user_data_text(props: Mapping[str, Any], agent: str | None = None) -> str | None:
+    """The user data in the property's format (None: none); ``agent``: the configuration of
+    the server's software configuration agent (``SOFTWARE_CONFIG``), a part of its own."""
     content = str(props.get("user_data") or "")
-    if not content:
-        return None
     form = props.get("user_data_format") or HEAT_CFNTOOLS
+    extra = [(agent, AGENT_PART, "json")] if agent and form == SOFTWARE_CONFIG else []
+    if not content:
+        return _multipart(extra) if extra else None
     if form == RAW:
         return content
     if form == HEAT_CFNTOOLS:
@@ -91,14 +97,31 @@ def user_data_text(props: Mapping[str, Any]) -> str | None:
     if message.is_multipart():
         parts = [p for p in message.get_payload() if isinstance(p, email.message.Message)]
         return _multipart([(str(p.get_payload()), p.get_filename() or "",
-                            p.get_content_subtype()) for p in parts])
-    return _multipart([(content, "user-data", "plain")])
+                            p.get_content_subtype()) for p in parts] + extra)
+    return _multipart([(content, "user-data", "plain"), *extra])
 
 
-def user_data(props: Mapping[str, Any]) -> str | None:
+def user_data(props: Mapping[str, Any], agent: str | None = None) -> str | None:
     """The user data as Nova takes it (base64)."""
-    text = user_data_text(props)
+    text = user_data_text(props, agent)
     return None if text is None else base64.b64encode(text.encode()).decode()
+
+
+def agent_config(ctx: PluginContext, props: Mapping[str, Any]) -> str | None:
+    """What the agent of a ``SOFTWARE_CONFIG`` server is told: poll the signed URL of its
+    deployments' metadata (os-collect-config's ``request`` collector, Heat's POLL_TEMP_URL:
+    every ``software_config_transport`` but Zaqar's is served this way)."""
+    if props.get("user_data_format") != SOFTWARE_CONFIG:
+        return None
+    if props.get("software_config_transport") == "ZAQAR_MESSAGE":
+        raise ResourceFailure("software_config_transport ZAQAR_MESSAGE is not supported: "
+                              "this engine has no Zaqar; use POLL_TEMP_URL")
+    backend = ctx.backends.get("software")
+    if backend is None:
+        return None
+    url = backend.signed_url(ctx, "metadata")
+    return json.dumps({"os-collect-config": {"collectors": ["request"],
+                                             "request": {"metadata_url": url}}})
 
 
 def image_id(conn: Any, ref: str) -> str:
@@ -212,7 +235,7 @@ def boot_request(conn: Any, ctx: PluginContext, props: Mapping[str, Any]) -> dic
         body["config_drive"] = bool(props["config_drive"])
     if props.get("security_groups"):
         body["security_groups"] = [{"name": g} for g in props["security_groups"]]
-    data = user_data(props)
+    data = user_data(props, agent_config(ctx, props))
     if data is not None:
         body["user_data"] = data
     body["networks"] = boot_networks(conn, ctx, props)

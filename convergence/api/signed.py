@@ -1,0 +1,68 @@
+"""Signed URLs: ``/v1/signed/{token}``, what servers, wait condition scripts and alarms call
+without a tenant's token (``convergence.services.signals`` signs and checks the tokens).
+
+Callers: ``convergence.api.app`` includes :data:`router` outside ``require_auth``: the token
+is the credential, and it names exactly one thing it may do:
+
+- ``GET`` of a ``metadata`` token: ``{"deployments": [...]}``, the software deployments of
+  the server that resource is, in the order its agent applies them (Heat's POLL_TEMP_URL
+  metadata);
+- ``POST`` or ``PUT`` of a ``deployment`` token: that deployment's agent reports (its
+  ``deploy_stdout``, ``deploy_stderr``, ``deploy_status_code`` and outputs); a report on a
+  derived config the deployment no longer applies is ignored;
+- ``POST`` or ``PUT`` of a ``signal`` token: a signal to that resource
+  (``convergence.services.resource_signals``: a wait condition handle, a scaling policy...).
+
+A token that does not verify, or a request its kind does not allow, answers 404 as an unknown
+URL would: nothing about the engine's resources is told.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from convergence.api.errors import ApiError
+from convergence.api.requests import runtime
+from convergence.runtime import Runtime
+from convergence.services import resource_signals, signals, software
+
+router = APIRouter(prefix="/v1/signed")
+
+
+def _claims(rt: Runtime, token: str, kinds: tuple[str, ...]) -> dict[str, str]:
+    claims = signals.verify(signals.signing_key(rt), token)
+    if claims is None or claims["k"] not in kinds:
+        raise ApiError(404, "NotFound", "The resource could not be found.")
+    return claims
+
+
+@router.get("/{token}")
+def metadata(token: str, rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    claims = _claims(rt, token, (signals.METADATA,))
+    return {"deployments": software.resource_metadata(rt, claims["t"], claims["s"],
+                                                      claims["r"])}
+
+
+@router.api_route("/{token}", methods=["POST", "PUT"])
+async def signal(request: Request, token: str,
+                 rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
+    claims = _claims(rt, token, (signals.DEPLOYMENT, signals.SIGNAL))
+    raw = await request.body()
+    details: Any = None
+    if raw.strip():
+        try:
+            details = json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "HTTPBadRequest", "The signal's body must be JSON.") from None
+    if claims["k"] == signals.DEPLOYMENT:
+        taken = await run_in_threadpool(software.report, rt, claims["d"], details or {},
+                                        tenant=claims["t"], config_id=claims.get("c"))
+        return JSONResponse({"taken": taken})
+    said = await run_in_threadpool(resource_signals.signal, rt, claims["t"], claims["s"],
+                                   claims["r"], details)
+    return JSONResponse({"result": said})
