@@ -60,8 +60,11 @@ class Desired:
     template_id: str
 
 
-def decide_converge(observed: Observed, desired: Desired, needs_replace: bool) -> Action:
-    """What a converge node does. ``needs_replace``: the plugin's verdict on the change."""
+def decide_converge(observed: Observed, desired: Desired, needs_replace: bool,
+                    renew: bool = False) -> Action:
+    """What a converge node does. ``needs_replace``: the plugin's verdict on the change;
+    ``renew``: a type replaced by every stack update (``UpdateWaitConditionHandle``), in one
+    it was not yet replaced by."""
     if observed.operation is not None and observed.operation.get("action") != "DELETE":
         return Action.POLL
     if observed.action == "INIT" or (observed.action == "CREATE" and observed.status == "FAILED"):
@@ -80,6 +83,8 @@ def decide_converge(observed: Observed, desired: Desired, needs_replace: bool) -
     if observed.status == "FAILED":
         # A failed update left the resource in an unknown state: try the change again.
         return Action.REPLACE if needs_replace else Action.UPDATE
+    if renew:
+        return Action.REPLACE
     if dict(observed.properties) == dict(desired.properties):
         return Action.NOTHING
     return Action.REPLACE if needs_replace else Action.UPDATE

@@ -128,6 +128,8 @@ class Planner:
                     olds[tid] = None
             old = olds[tid]
             schema = self.ctx.registry.lookup(definition.resource_types.get(name, ""))
+            if schema is not None and schema.replaced_on_update:
+                continue
             if old is not None and same_resource(
                     old, definition, name,
                     generates_stack=schema is not None and schema.generates_stack):

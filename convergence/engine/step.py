@@ -211,7 +211,10 @@ class Stepper(ObservingSteps):
         observed = observed_of(record)
         replace = observed.action not in ("INIT", "DELETE") and \
             plugin.needs_replace(record.properties, props)
-        action = decide_converge(observed, Desired(rtype, props, inp.template_id), replace)
+        renew = plugin.schema.replaced_on_update and inp.action == UPDATE and \
+            record.generation != inp.generation
+        action = decide_converge(observed, Desired(rtype, props, inp.template_id), replace,
+                                 renew)
         if action is Action.NOTHING:
             change = RecordChange(record.id, inp.token, {
                 "template_id": inp.template_id, "generation": inp.generation,

@@ -61,6 +61,8 @@ class TypeSchema:
     # A type whose resource is a nested stack it writes itself (a group): the engine hands
     # it the parent's files and environment and the attributes the template reads of it.
     generates_stack: bool = False
+    # Replaced by every stack update, changed or not (Heat's UpdateWaitConditionHandle).
+    replaced_on_update: bool = False
 
 
 class TypeCatalog(Protocol):

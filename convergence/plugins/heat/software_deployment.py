@@ -94,6 +94,9 @@ class SoftwareDeployment(PluginBase):
         description="A software config applied to a server, until its agent reports.",
     )
     backends: ClassVar[Mapping[str, BackendFactory]] = {"software": software_backend}
+    # A run in progress for an older definition is abandoned for the newer one: the agent
+    # is given the new derived config, and a late report on the old one is ignored.
+    preemptible: ClassVar[bool] = True
 
     # the derived config ---------------------------------------------------------------------
     def source(self, ctx: PluginContext, props: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,8 +175,13 @@ class SoftwareDeployment(PluginBase):
 
     def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
                new: Mapping[str, Any]) -> Progress:
+        found = software_of(ctx).deployment(ctx)
+        if found is not None and found.action == CREATE and found.status != COMPLETE:
+            # A create a newer definition took over (preempted) or that failed: it is
+            # still the server's first deployment of this config.
+            if CREATE in (new.get("actions") or []):
+                return self._apply(ctx, new, CREATE)
         if UPDATE not in (new.get("actions") or []):
-            found = software_of(ctx).deployment(ctx)
             return Progress.finished(physical_id, self.attributes(found) if found else {})
         return self._apply(ctx, new, UPDATE)
 

@@ -10,8 +10,9 @@ Create Date: 2026-11-27
 output values); a deployment a stack's resource made names its stack, resource and owner
 record, so that its agent's report wakes that resource. ``handle_signals``: the signals a
 wait condition handle received (by the handle's id and the signal's). ``service_keys`` holds
-the engine's signing key when no ``CONVERGENCE_SIGNING_KEY`` is set. ``nodes.wake_at``: when a parked node
-is woken even if the event it waits on never comes (a wait condition's timeout).
+the engine's signing key when no ``CONVERGENCE_SIGNING_KEY`` is set. ``nodes.wake_at``: when
+a parked node is woken even if the event it waits on never comes (a wait condition's
+timeout).
 
 Written from ``store/models.py`` as it was at this revision, and frozen (nothing here imports
 the models).
