@@ -6,8 +6,11 @@ state in a JSON file (loaded at start, saved on each change and at shutdown); ``
 (YAML or JSON, see ``convergence.simcloud.seed.seed_from_mapping``) adds users, projects and
 application credentials; ``--token-lifetime`` is how long a token lives; ``--build-seconds`` how
 long a server stays in BUILD (``--flavor-build-seconds`` per flavor), ``--volume-seconds`` how
-long Cinder's phases take (for all volumes or per size). Once listening it prints a
-``clouds.yaml`` entry named ``simcloud`` (region ``RegionOne``) for the admin user.
+long Cinder's phases take (for all volumes or per size). The cloud's software-configuration
+agent (Heat software deployments on the servers that ask for it) polls every
+``--agent-poll-interval`` seconds; ``--no-agent`` starts it disabled (``PUT /_sim/agent``
+enables it). Once listening it prints a ``clouds.yaml`` entry named ``simcloud`` (region
+``RegionOne``) for the admin user.
 """
 
 from __future__ import annotations
@@ -55,10 +58,16 @@ def _timing(option: str, text: str) -> tuple[str, float]:
                    "for every volume or for volumes of SIZE GiB; repeatable.")
 @click.option("--token-lifetime", default=3600.0, show_default=True, type=float,
               help="How long a token is valid, in seconds.")
+@click.option("--agent-poll-interval", default=1.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="How often a server's software-configuration agent polls its metadata "
+                   "(unless the server says).")
+@click.option("--no-agent", is_flag=True,
+              help="Start with the software-configuration agent disabled.")
 def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | None,
              build_seconds: float, flavor_build: tuple[str, ...],
              server_delete_seconds: float, volume_seconds: tuple[str, ...],
-             token_lifetime: float) -> None:
+             token_lifetime: float, agent_poll_interval: float, no_agent: bool) -> None:
     """Serve a simulated OpenStack cloud (Keystone, Nova, Neutron, Cinder, Glance) that
     openstacksdk and the openstack CLI accept; faults are set under /_sim/."""
     import yaml
@@ -74,7 +83,8 @@ def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | No
         except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
             raise click.UsageError(f"{seed_file}: not a seed: {exc}") from None
     options = Options(token_lifetime=token_lifetime, build_seconds=build_seconds,
-                      server_delete_seconds=server_delete_seconds, state_file=state_file)
+                      server_delete_seconds=server_delete_seconds, state_file=state_file,
+                      agent_enabled=not no_agent, agent_poll_interval=agent_poll_interval)
     for text in flavor_build:
         flavor, seconds = _timing("--flavor-build-seconds", text)
         options.flavor_build_seconds[flavor] = seconds

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from convergence.simcloud import (
+    agent_control,
     compute,
     compute_flavors,
     compute_quotas,
@@ -76,6 +77,7 @@ def create_app(cloud: SimCloud) -> FastAPI:
 
     app.add_middleware(control.Middleware, cloud=cloud, error_body=error_body)
     app.include_router(control.router)
+    app.include_router(agent_control.router)
     app.add_api_route("/", identity.versions, methods=["GET"])
     app.include_router(identity.router, prefix=PREFIXES["identity"])
     app.include_router(trusts.router, prefix=PREFIXES["identity"])

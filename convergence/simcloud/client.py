@@ -5,9 +5,11 @@ Callers: tests and ``benchmarks/`` make a :class:`SimControl` from the cloud's b
 ``convergence simcloud`` prints, or the URL ``convergence.simcloud.serve.running`` yields) and
 add fault rules (:meth:`SimControl.add_rule` with the fields of
 ``convergence.simcloud.faults.Rule``), list and remove them, and read the request journal to
-count the cloud calls an operation made. It speaks plain HTTP with the standard library, so it
-needs nothing the engine's processes do not already have; a refused rule raises
-:class:`ControlError` with the server's message.
+count the cloud calls an operation made; the ``agent_*`` methods read and change the
+software-configuration agent's settings (:meth:`SimControl.set_agent`), read its run log
+(:meth:`SimControl.agent_runs`) and inject its faults (:meth:`SimControl.add_agent_fault`). It
+speaks plain HTTP with the standard library, so it needs nothing the engine's processes do not
+already have; a refused request raises :class:`ControlError` with the server's message.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from convergence.simcloud.agent_records import AgentFault, AgentRun, AgentServer, AgentSettings
 from convergence.simcloud.faults import Rule
 from convergence.simcloud.journal import Entry
 
@@ -100,3 +103,43 @@ class SimControl:
     def objects(self) -> dict[str, int]:
         """How many objects of each kind the cloud holds."""
         return dict(self._call("GET", "/objects")["objects"])
+
+    # -- the software-configuration agent ----------------------------------------------------
+
+    def agent_settings(self) -> AgentSettings:
+        return AgentSettings(**self._call("GET", "/agent"))
+
+    def set_agent(self, *, poll_interval: float | None = None,
+                  script_timeout: float | None = None,
+                  enabled: bool | None = None) -> AgentSettings:
+        """Change the agent's settings (those given); the settings now."""
+        changes = {"poll_interval": poll_interval, "script_timeout": script_timeout,
+                   "enabled": enabled}
+        return AgentSettings(**self._call("PUT", "/agent", {
+            k: v for k, v in changes.items() if v is not None}))
+
+    def agent_servers(self) -> list[AgentServer]:
+        """The servers with an agent, each with the ids of the deployments it applied."""
+        return [AgentServer(**s) for s in self._call("GET", "/agent/servers")["servers"]]
+
+    def agent_runs(self, server: str | None = None, since: int = 0) -> list[AgentRun]:
+        """The applications after sequence number ``since`` (of a server: id or name)."""
+        found = self._call("GET", "/agent/runs", query={"server": server, "since": since})
+        return [AgentRun(**r) for r in found["runs"]]
+
+    def add_agent_fault(self, *, config: str | None = None, server: str | None = None,
+                        delay: float | None = None, status_code: int | None = None,
+                        stderr: str | None = None, count: int | None = None) -> AgentFault:
+        """Inject a fault into the applications of the deployments named like ``config`` (a
+        glob) on the servers named like ``server`` (a glob, or an id): a ``delay`` before the
+        result is reported, a forced ``status_code`` and ``stderr``; ``count`` times."""
+        fields = {"config": config, "server": server, "delay": delay,
+                  "status_code": status_code, "stderr": stderr, "count": count}
+        return AgentFault(**self._call("POST", "/agent/faults", {
+            k: v for k, v in fields.items() if v is not None}))
+
+    def agent_faults(self) -> list[AgentFault]:
+        return [AgentFault(**f) for f in self._call("GET", "/agent/faults")["faults"]]
+
+    def remove_agent_fault(self, fault_id: str) -> None:
+        self._call("DELETE", f"/agent/faults/{fault_id}")

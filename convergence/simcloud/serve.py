@@ -2,8 +2,10 @@
 
 Callers: ``convergence.cli.simcloud_cmd`` calls :func:`serve`; tests use :func:`running`, a
 context manager that starts the server on a thread on an ephemeral loopback port and yields its
-base URL (``http://127.0.0.1:PORT``), then stops it. Both save the state file (if any) when the
-server stops. :func:`clouds_yaml` is the ``clouds.yaml`` entry the CLI prints.
+base URL (``http://127.0.0.1:PORT``), then stops it. Both run the cloud's software-configuration
+agent (``convergence.simcloud.agent``) while the server listens, stop it before the server
+stops, and save the state file (if any) when the server stops. :func:`clouds_yaml` is the
+``clouds.yaml`` entry the CLI prints.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
+from convergence.simcloud.agent import Agent
 from convergence.simcloud.app import create_app
 from convergence.simcloud.state import SimCloud
 
@@ -58,16 +61,20 @@ def serve(cloud: SimCloud, host: str, port: int,
     """Serve until told to stop (SIGINT, SIGTERM; uvicorn then ends the process by the same
     signal); ``on_ready(url)`` once listening. Whether the server had started (False: e.g. the
     port is in use)."""
+    agent = Agent(cloud)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
+            if self.started:
+                agent.start()
             if self.started and on_ready is not None:
                 on_ready(f"http://{reachable(host)}:{port}")
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # Saved here: after a SIGTERM uvicorn raises the signal again once it has stopped.
             await super().shutdown(sockets)
+            agent.stop()
             cloud.save()
 
     server = Server(_config(cloud, host, port, "info"))
@@ -75,6 +82,7 @@ def serve(cloud: SimCloud, host: str, port: int,
         with contextlib.suppress(KeyboardInterrupt):
             server.run()
     finally:
+        agent.stop()
         cloud.save()
     return bool(server.started)
 
@@ -97,9 +105,12 @@ def running(cloud: SimCloud, host: str = "127.0.0.1") -> Iterator[str]:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the simulated cloud did not start")
         time.sleep(0.01)
+    agent = Agent(cloud)
+    agent.start()
     try:
         yield f"http://{host}:{port}"
     finally:
+        agent.stop()
         server.should_exit = True
         thread.join(10)
         sock.close()

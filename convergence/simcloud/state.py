@@ -37,7 +37,8 @@ Record = dict[str, Any]
 VOLUME_SECONDS = {"create": 1.0, "attach": 0.5, "detach": 0.5, "delete": 0.5, "snapshot": 1.0}
 TABLES = ("domains", "users", "projects", "roles", "assignments", "application_credentials",
           "trusts",
-          "tokens", "objects", "fault_rules")
+          "tokens", "objects", "fault_rules",
+          "agent_servers", "agent_runs", "agent_faults")  # the agent's: agent_records
 
 
 @dataclass
@@ -56,6 +57,11 @@ class Options:
     region: str = "RegionOne"
     state_file: Path | None = None
     save_delay: float = 0.2  # seconds between a change and the save that includes it
+    # the software-configuration agent (``convergence.simcloud.agent``); PUT /_sim/agent
+    # changes these while the cloud runs
+    agent_enabled: bool = True
+    agent_poll_interval: float = 1.0  # seconds between polls (a server's own interval wins)
+    agent_script_timeout: float = 600.0  # a script's time limit, seconds
 
     def server_build_seconds(self, flavor: Record | None) -> float:
         """How long a server of ``flavor`` (a flavor object) stays in BUILD."""

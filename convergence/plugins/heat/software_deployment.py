@@ -176,11 +176,11 @@ class SoftwareDeployment(PluginBase):
     def update(self, ctx: PluginContext, physical_id: str | None, old: Mapping[str, Any],
                new: Mapping[str, Any]) -> Progress:
         found = software_of(ctx).deployment(ctx)
-        if found is not None and found.action == CREATE and found.status != COMPLETE:
-            # A create a newer definition took over (preempted) or that failed: it is
-            # still the server's first deployment of this config.
-            if CREATE in (new.get("actions") or []):
-                return self._apply(ctx, new, CREATE)
+        # A create a newer definition took over (preempted) or that failed: it is still the
+        # server's first deployment of this config.
+        if found is not None and found.action == CREATE and found.status != COMPLETE and \
+                CREATE in (new.get("actions") or []):
+            return self._apply(ctx, new, CREATE)
         if UPDATE not in (new.get("actions") or []):
             return Progress.finished(physical_id, self.attributes(found) if found else {})
         return self._apply(ctx, new, UPDATE)
