@@ -19,6 +19,7 @@ cancels them.
 from __future__ import annotations
 
 import ipaddress
+import os
 import sys
 
 import click
@@ -65,6 +66,12 @@ def api(host: str, port: int, allow_noauth: bool) -> None:
     if settings.auth == "noauth" and not is_loopback(host) and \
             not (allow_noauth or settings.allow_noauth):
         raise refuse_noauth(host)
+    if not os.environ.get("CONVERGENCE_PUBLIC_URL"):
+        # The signal URLs it hands out (servers' agents, wait conditions, alarms) name the
+        # address it serves on, unless told the one its callers see.
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        shown = f"[{shown}]" if ":" in shown else shown
+        settings = settings.with_(public_url=f"http://{shown}:{port}")
 
     from convergence.api.serve import serve
 

@@ -43,6 +43,7 @@ from convergence.plugins.heat.groups import (
 )
 from convergence.plugins.heat.none import owner_uuid
 from convergence.plugins.heat.resource_group import removed_names
+from convergence.plugins.software_port import software_backend
 from convergence.template.nesting import CAPACITY
 from convergence.template.properties import (
     INTEGER,
@@ -166,6 +167,7 @@ class AutoScalingGroup(GroupBase):
 
 
 def _public_url(host: PluginHost) -> str:
+    """The API's public address when the runtime keeps no software backend (which knows it)."""
     return (host.environ.get("CONVERGENCE_PUBLIC_URL") or DEFAULT_PUBLIC_URL).rstrip("/")
 
 
@@ -190,14 +192,20 @@ class ScalingPolicy(PluginBase):
         attributes=frozenset({"alarm_url", "signal_url"}),
         description="Scales an autoscaling group when signalled.",
     )
-    backends: ClassVar[Mapping[str, Any]] = {"public_url": _public_url}
+    backends: ClassVar[Mapping[str, Any]] = {"public_url": _public_url,
+                                             "software": software_backend}
 
     def _attributes(self, ctx: PluginContext) -> dict[str, Any]:
-        base = ctx.backends.get("public_url") or DEFAULT_PUBLIC_URL
+        software = ctx.backends.get("software")
+        base = software.public_url if software is not None else \
+            ctx.backends.get("public_url") or DEFAULT_PUBLIC_URL
         url = (f"{base}/v1/{quote(ctx.stack_tenant, safe='')}/stacks/"
                f"{quote(ctx.stack_name, safe='')}/{quote(ctx.stack_id, safe='')}/resources/"
                f"{quote(ctx.resource_name, safe='')}/signal")
-        return {"signal_url": url, "alarm_url": url}
+        # signal_url takes a token, as Heat's; alarm_url is pre-signed (an alarm service
+        # calls it with no token), as Heat's CFN one.
+        alarm = software.signed_url(ctx, "signal") if software is not None else url
+        return {"signal_url": url, "alarm_url": alarm}
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
         return Progress.finished(owner_uuid(ctx.owner), self._attributes(ctx))
