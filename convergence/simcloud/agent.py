@@ -13,7 +13,8 @@ id the server has not applied yet, in order and one at a time, is applied
 back to ``deploy_signal_id`` with ``deploy_signal_verb``; only a signal that arrived (or none
 wanted: ``NO_SIGNAL``, no signal id; or one refused with a 4xx, which is final) marks the id
 applied, so a signal given up on after a few tries is applied again at the next poll. Polls and
-signals share one pooled HTTP client. Everything it does is recorded in the cloud's tables
+signals share one pooled HTTP client. Polls keep wall time (a server's state follows the cloud's
+clock, which tests may move by hand). Everything it does is recorded in the cloud's tables
 (``agent_records``), which ``/_sim/agent`` serves. Logs name servers by id and deployments by
 name: the URLs, which carry credentials, are never logged.
 """
@@ -428,8 +429,7 @@ class Agent:
                                               headers={"Content-Type": "application/json"},
                                               timeout=SIGNAL_TIMEOUT)
             except httpx.InvalidURL:
-                logger.warning("agent: server %s: %s's signal id is not a URL", server_id,
-                               name)
+                logger.info("agent: server %s: %s's signal id is not a URL", server_id, name)
                 return REFUSED
             except httpx.HTTPError as error:
                 logger.debug("agent: server %s: signalling %s failed (%s)", server_id, name,
@@ -440,8 +440,8 @@ class Agent:
                             name, result.status_code)
                 return SIGNALLED
             if answer.status_code < 500:
-                logger.warning("agent: server %s: the signal of %s was refused (%d): it is "
-                               "not sent again", server_id, name, answer.status_code)
+                logger.info("agent: server %s: the signal of %s was refused (%d): it is not "
+                            "sent again", server_id, name, answer.status_code)
                 return REFUSED
             logger.debug("agent: server %s: signalling %s answered %d", server_id, name,
                           answer.status_code)
