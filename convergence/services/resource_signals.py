@@ -87,7 +87,9 @@ def handle_signal(rt: Runtime, handle: RecordView, details: Any) -> str:
     wake: list[Work] = []
 
     def kept(tx: Tx) -> str:
-        stack = tx.stack(handle.stack_id)
+        # The stack's row locked: signals to one handle queue up, so one without an id is
+        # numbered after every one before it (none is overwritten).
+        stack = tx.stack(handle.stack_id, lock=True)
         if stack is None:
             raise NotFound(f"The Resource ({handle.name}) could not be found.")
         given = signal_id or str(len(tx.handle_signals(handle_id)) + 1)

@@ -11,6 +11,8 @@ wait conditions count their handle's signals, fail on a FAILURE and time out.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 from convergence.ports.clock import ManualClock
@@ -21,9 +23,15 @@ from convergence.services import resource_signals, signals, software
 from .harness import TENANT, Story, hot
 
 
-def run_until(rt: Runtime, condition: Any) -> None:
-    assert rt.inprocess is not None
-    assert rt.inprocess.run(until=condition)
+def run_until(rt: Runtime, condition: Any, timeout: float = 60) -> None:
+    """Run the work until ``condition`` holds (on real workers: wait for it)."""
+    if rt.inprocess is not None:
+        assert rt.inprocess.run(until=condition)
+        return
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.05)
 
 
 def inputs_of(item: dict[str, Any]) -> dict[str, Any]:
@@ -90,32 +98,41 @@ other:
              "resources:", 1)
 
 
+def chain(story: Story) -> str:
+    """CHAIN with servers of this story's own (the distributed tier shares one database)."""
+    return CHAIN.replace("srv-", f"{story.name}-srv-")
+
+
+def srv(story: Story, n: int) -> str:
+    return f"{story.name}-srv-{n}"
+
+
 def result(name: str, values: dict[str, Any]) -> dict[str, Any]:
     return {"result": f"{name}:{values['version']}:{values['upstream']}"}
 
 
 def test_deployments_park_until_reported_and_chain_outputs_to_inputs(story: Story) -> None:
     rt = story.rt
-    story.create(CHAIN)
-    run_until(rt, lambda: len(pending(rt, "srv-1")) == 1 and len(pending(rt, "srv-2")) == 1)
+    story.create(chain(story))
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1 and len(pending(rt, srv(story, 2))) == 1)
     db = story.current()["db"]
     assert db.status == "IN_PROGRESS" and db.lease_owner is None
     nodes = [e for e in story.events() if e.resource_name == "db"]
     assert [(e.action, e.status) for e in nodes] == [("CREATE", "IN_PROGRESS")]
-    item = pending(rt, "srv-1")[0]
+    item = pending(rt, srv(story, 1))[0]
     given = inputs_of(item)
     assert item["name"] == "10_db" and item["group"] == "script"
     assert given["version"] == "1" and given["deploy_action"] == "CREATE"
-    assert given["deploy_server_id"] == "srv-1" and given["deploy_resource_name"] == "db"
+    assert given["deploy_server_id"] == srv(story, 1) and given["deploy_resource_name"] == "db"
     assert given["deploy_signal_transport"] == "CFN_SIGNAL"
     assert given["deploy_signal_id"].startswith(rt.settings.public_url + "/v1/signed/")
-    assert agent(rt, "srv-1", result) == ["10_db"]
+    assert agent(rt, srv(story, 1), result) == ["10_db"]
     # api reads db's output: it is deployed only now, with the output as its input
-    run_until(rt, lambda: len(pending(rt, "srv-1")) == 1)
-    item = pending(rt, "srv-1")[0]
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1)
+    item = pending(rt, srv(story, 1))[0]
     assert item["name"] == "20_api" and inputs_of(item)["upstream"] == "10_db:1:none"
-    assert agent(rt, "srv-1", result) == ["20_api"]
-    assert agent(rt, "srv-2", result) == ["30_other"]
+    assert agent(rt, srv(story, 1), result) == ["20_api"]
+    assert agent(rt, srv(story, 2), result) == ["30_other"]
     done = story.finish()
     assert done.stack_status == "CREATE_COMPLETE", done.status_reason
     api = story.current()["api"]
@@ -123,7 +140,7 @@ def test_deployments_park_until_reported_and_chain_outputs_to_inputs(story: Stor
     assert api.attributes["deploy_stdout"] == "ran 20_api"
     assert api.attributes["deploy_status_code"] == 0
     # the metadata lists a server's configs in name order
-    assert [c["name"] for c in software.server_metadata(rt, TENANT, "srv-1")] == \
+    assert [c["name"] for c in software.server_metadata(rt, TENANT, srv(story, 1))] == \
         ["10_db", "20_api"]
     signalled = [e for e in story.events() if e.action == "SIGNAL"]
     assert {e.resource_name for e in signalled} == {"db", "api", "other"}
@@ -132,36 +149,36 @@ def test_deployments_park_until_reported_and_chain_outputs_to_inputs(story: Stor
 def test_a_changed_input_reruns_exactly_the_deployments_that_depend_on_it(
         story: Story) -> None:
     rt = story.rt
-    story.create(CHAIN)
+    story.create(chain(story))
     for _ in range(3):
-        run_until(rt, lambda: bool(pending(rt, "srv-1") or pending(rt, "srv-2"))
+        run_until(rt, lambda: bool(pending(rt, srv(story, 1)) or pending(rt, srv(story, 2)))
                   or story.stack().status != "IN_PROGRESS")
-        agent(rt, "srv-1", result)
-        agent(rt, "srv-2", result)
+        agent(rt, srv(story, 1), result)
+        agent(rt, srv(story, 2), result)
     assert story.finish().stack_status == "CREATE_COMPLETE"
-    before = {c["name"]: c["id"] for c in software.server_metadata(rt, TENANT, "srv-1")}
-    story.update(CHAIN, parameters={"version": "2"})
-    run_until(rt, lambda: len(pending(rt, "srv-1")) == 1)
-    assert [c["name"] for c in pending(rt, "srv-1")] == ["10_db"]
-    assert agent(rt, "srv-1", result) == ["10_db"]
-    run_until(rt, lambda: len(pending(rt, "srv-1")) == 1)
-    assert inputs_of(pending(rt, "srv-1")[0])["upstream"] == "10_db:2:none"
-    assert agent(rt, "srv-1", result) == ["20_api"]
+    before = {c["name"]: c["id"] for c in software.server_metadata(rt, TENANT, srv(story, 1))}
+    story.update(chain(story), parameters={"version": "2"})
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1)
+    assert [c["name"] for c in pending(rt, srv(story, 1))] == ["10_db"]
+    assert agent(rt, srv(story, 1), result) == ["10_db"]
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1)
+    assert inputs_of(pending(rt, srv(story, 1))[0])["upstream"] == "10_db:2:none"
+    assert agent(rt, srv(story, 1), result) == ["20_api"]
     done = story.finish()
     assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
-    after = {c["name"]: c["id"] for c in software.server_metadata(rt, TENANT, "srv-1")}
+    after = {c["name"]: c["id"] for c in software.server_metadata(rt, TENANT, srv(story, 1))}
     assert after["10_db"] != before["10_db"] and after["20_api"] != before["20_api"]
     updated = {e.resource_name for e in story.events() if e.action == "UPDATE"}
     assert "other" not in updated and {"db", "api"} <= updated
-    assert pending(rt, "srv-2") == []
+    assert pending(rt, srv(story, 2)) == []
 
 
 def test_a_non_zero_status_code_fails_the_deployment_with_its_stderr(story: Story) -> None:
     rt = story.rt
-    story.create(CHAIN, disable_rollback=True)
-    run_until(rt, lambda: len(pending(rt, "srv-1")) == 1 and len(pending(rt, "srv-2")) == 1)
-    agent(rt, "srv-1", code=3)
-    agent(rt, "srv-2")
+    story.create(chain(story), disable_rollback=True)
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1 and len(pending(rt, srv(story, 2))) == 1)
+    agent(rt, srv(story, 1), code=3)
+    agent(rt, srv(story, 2))
     done = story.finish()
     assert done.stack_status == "CREATE_FAILED"
     db = story.current()["db"]
@@ -174,14 +191,14 @@ def test_a_non_zero_status_code_fails_the_deployment_with_its_stderr(story: Stor
 
 def test_a_late_report_on_a_replaced_run_changes_nothing(story: Story) -> None:
     rt = story.rt
-    story.create(CHAIN)
-    run_until(rt, lambda: len(pending(rt, "srv-1")) == 1)
-    first = pending(rt, "srv-1")[0]
-    story.update(CHAIN, parameters={"version": "3"})
-    run_until(rt, lambda: bool(pending(rt, "srv-1"))
-              and pending(rt, "srv-1")[0]["id"] != first["id"])
+    story.create(chain(story))
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1)
+    first = pending(rt, srv(story, 1))[0]
+    story.update(chain(story), parameters={"version": "3"})
+    run_until(rt, lambda: bool(pending(rt, srv(story, 1)))
+              and pending(rt, srv(story, 1))[0]["id"] != first["id"])
     assert not report(rt, first, deploy_status_code=0, result="stale")
-    assert inputs_of(pending(rt, "srv-1")[0])["version"] == "3"
+    assert inputs_of(pending(rt, srv(story, 1))[0])["version"] == "3"
 
 
 def test_no_signal_deployments_complete_without_waiting(story: Story) -> None:
@@ -189,9 +206,9 @@ def test_no_signal_deployments_complete_without_waiting(story: Story) -> None:
     d:
       type: OS::Heat::SoftwareDeployment
       properties: {server: srv-9, signal_transport: NO_SIGNAL, input_values: {a: b}}
-    """))
+    """).replace("srv-9", srv(story, 9)))
     assert story.finish().stack_status == "CREATE_COMPLETE"
-    (dep,) = software.list_deployments(story.rt, TENANT, "srv-9")
+    (dep,) = software.list_deployments(story.rt, TENANT, srv(story, 9))
     assert dep.status == "COMPLETE" and dep.input_values == {"a": "b"}
 
 
@@ -209,28 +226,30 @@ def test_structured_deployments_put_their_inputs_in_the_config(story: Story) -> 
         config: {get_resource: cfg}
         server: srv-3
         input_values: {port: 8080, host: db.local}
-    """))
-    run_until(rt, lambda: bool(pending(rt, "srv-3")))
-    (item,) = pending(rt, "srv-3")
+    """).replace("srv-3", srv(story, 3)))
+    run_until(rt, lambda: bool(pending(rt, srv(story, 3))))
+    (item,) = pending(rt, srv(story, 3))
     assert item["config"] == {"port": 8080, "nested": ["db.local"]}
     assert item["group"] == "puppet"
-    agent(rt, "srv-3")
+    agent(rt, srv(story, 3))
     assert story.finish().stack_status == "CREATE_COMPLETE"
 
 
 def test_deleting_deployments_forgets_them_and_their_configs(story: Story) -> None:
     rt = story.rt
-    story.create(CHAIN)
+    story.create(chain(story))
     for _ in range(3):
-        run_until(rt, lambda: bool(pending(rt, "srv-1") or pending(rt, "srv-2"))
+        run_until(rt, lambda: bool(pending(rt, srv(story, 1)) or pending(rt, srv(story, 2)))
                   or story.stack().status != "IN_PROGRESS")
-        agent(rt, "srv-1", result)
-        agent(rt, "srv-2", result)
+        agent(rt, srv(story, 1), result)
+        agent(rt, srv(story, 2), result)
     assert story.finish().stack_status == "CREATE_COMPLETE"
     story.delete()
     assert story.finish().stack_status == "DELETE_COMPLETE"
-    assert software.list_deployments(rt, TENANT) == []
-    assert software.list_configs(rt, TENANT) == []
+    stack_id = story.stack().id
+    assert [d for d in software.list_deployments(rt, TENANT) if d.stack_id == stack_id] == []
+    assert [c for c in software.list_configs(rt, TENANT)
+            if (c.owner or "").startswith(stack_id + "/")] == []
 
 
 WAIT = hot("""
@@ -313,3 +332,38 @@ def test_update_wait_condition_handles_are_renewed_by_every_update(story: Story)
     resource_signals.signal(rt, TENANT, story.stack().id, "handle", {})
     done = story.finish()
     assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+
+
+def test_two_clients_signalling_at_once_lose_no_signal(story: Story) -> None:
+    rt = story.rt
+    story.create(hot("""
+    handle:
+      type: OS::Heat::WaitConditionHandle
+    wait:
+      type: OS::Heat::WaitCondition
+      properties: {handle: {get_resource: handle}, count: 12, timeout: 600}
+    """))
+    run_until(rt, lambda: story.current().get("wait") is not None
+              and story.current()["wait"].status == "IN_PROGRESS")
+    stack_id = story.stack().id
+    errors: list[BaseException] = []
+
+    def client(name: str) -> None:
+        try:
+            for i in range(6):  # no ids: numbered as they come, none overwritten
+                resource_signals.signal(rt, TENANT, stack_id, "handle",
+                                        {"data": f"{name}{i}"})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    done = story.finish()
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    data = json.loads(story.current()["wait"].attributes["data"])
+    assert sorted(data) == sorted(str(i) for i in range(1, 13))
+    assert sorted(data.values()) == sorted(f"{n}{i}" for n in "ab" for i in range(6))
