@@ -114,7 +114,8 @@ def result(name: str, values: dict[str, Any]) -> dict[str, Any]:
 def test_deployments_park_until_reported_and_chain_outputs_to_inputs(story: Story) -> None:
     rt = story.rt
     story.create(chain(story))
-    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1 and len(pending(rt, srv(story, 2))) == 1)
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1
+              and len(pending(rt, srv(story, 2))) == 1)
     db = story.current()["db"]
     assert db.status == "IN_PROGRESS" and db.lease_owner is None
     nodes = [e for e in story.events() if e.resource_name == "db"]
@@ -176,7 +177,8 @@ def test_a_changed_input_reruns_exactly_the_deployments_that_depend_on_it(
 def test_a_non_zero_status_code_fails_the_deployment_with_its_stderr(story: Story) -> None:
     rt = story.rt
     story.create(chain(story), disable_rollback=True)
-    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1 and len(pending(rt, srv(story, 2))) == 1)
+    run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1
+              and len(pending(rt, srv(story, 2))) == 1)
     agent(rt, srv(story, 1), code=3)
     agent(rt, srv(story, 2))
     done = story.finish()
@@ -353,7 +355,7 @@ def test_two_clients_signalling_at_once_lose_no_signal(story: Story) -> None:
             for i in range(6):  # no ids: numbered as they come, none overwritten
                 resource_signals.signal(rt, TENANT, stack_id, "handle",
                                         {"data": f"{name}{i}"})
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=client, args=(n,)) for n in "ab"]
