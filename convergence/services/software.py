@@ -84,7 +84,8 @@ def _text(body: Mapping[str, Any], key: str, default: str | None = None,
 
 
 def _list_of_maps(body: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    value = body.get(key) or []
+    value = body.get(key)
+    value = [] if value is None else value
     if not isinstance(value, list) or not all(isinstance(v, dict) and isinstance(
             v.get("name"), str) for v in value):
         raise InvalidParameter("body", f"software_config.{key} must be a list of maps, each with a "
@@ -98,7 +99,8 @@ def config_from_body(tenant: str, body: Mapping[str, Any], now: float) -> Softwa
     unknown = sorted(set(body) - {"name", "group", "config", "inputs", "outputs", "options"})
     if unknown:
         raise InvalidParameter("body", f"software_config: unknown field {unknown[0]!r}.")
-    options = body.get("options") or {}
+    options = body.get("options")
+    options = {} if options is None else options
     if not isinstance(options, dict):
         raise InvalidParameter("body", "software_config.options must be a map.")
     config = body.get("config")
