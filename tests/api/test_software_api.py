@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from convergence.api.app import create_app
-from convergence.runtime import Runtime, open_runtime
+from convergence.runtime import open_runtime
 from convergence.services import software
 from convergence.settings import Settings
 
