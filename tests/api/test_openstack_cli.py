@@ -194,3 +194,29 @@ def test_openstack_stack_hooks(server: str, tmp_path: Path) -> None:
         time.sleep(0.2)
     events = osc.json("stack", "event", "list", "hooked")
     assert any(e["resource_status_reason"] == "Hook pre-create is cleared" for e in events)
+
+
+def test_openstack_software_configs_and_deployments(server: str, tmp_path: Path) -> None:
+    """heatclient's ``software config`` and ``software deployment`` commands on the engine's
+    software configuration API."""
+    (tmp_path / "hello.sh").write_text("#!/bin/sh\necho hello\n")
+    osc = Openstack(server, "tenant1", tmp_path)
+    made = osc.json("software", "config", "create", "--config-file", "hello.sh",
+                    "--group", "script", "hello")
+    assert made["name"] == "hello" and made["group"] == "script"
+    assert "echo hello" in made["config"]
+    listed = osc.json("software", "config", "list")
+    assert [c["id"] for c in listed] == [made["id"]]
+    shown = osc.json("software", "config", "show", made["id"])
+    assert shown["id"] == made["id"]
+    deployed = osc.json("software", "deployment", "create", "--config", made["id"],
+                        "--server", "server-1", "--input-value", "who=world",
+                        "--signal-transport", "NO_SIGNAL", "hello-1")
+    assert deployed["server_id"] == "server-1"
+    assert [d["id"] for d in osc.json("software", "deployment", "list")] == [deployed["id"]]
+    metadata = osc("software", "deployment", "metadata", "show", "server-1").stdout
+    assert "who" in metadata and "world" in metadata
+    osc("software", "deployment", "delete", deployed["id"])
+    assert osc.json("software", "deployment", "list") == []
+    osc("software", "config", "delete", made["id"])
+    assert osc.json("software", "config", "list") == []
