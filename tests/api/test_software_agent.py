@@ -184,7 +184,7 @@ outputs:
   endpoint: {value: {get_attr: [handle, endpoint]}}
   data: {value: {get_attr: [wait, data]}}
 """
-    with api_process(tmp_path, "wait.db") as (_, url, _log), \
+    with api_process(tmp_path, "wait.db") as (_, url, log), \
             httpx.Client(base_url=f"{url}/v1/{TENANT}", timeout=30,
                          follow_redirects=True) as client:
         assert client.post("/stacks", json={"stack_name": "w", "template": template}
@@ -213,3 +213,7 @@ outputs:
         outputs = {o["output_key"]: o["output_value"] for o in stack["outputs"]}
         assert outputs["data"] == '{"1": "one", "b": "two"}'
         assert outputs["curl"].startswith("curl -i -X POST -H 'X-Auth-Token: ")
+        # the token is the credential: the access log shows the path without it
+        token = endpoint.rsplit("/", 1)[1]
+        logged = log.read_text()
+        assert "/v1/signed/***" in logged and token not in logged
