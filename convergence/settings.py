@@ -36,6 +36,11 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
 ``CONVERGENCE_WEBHOOK_BACKOFF_SECONDS`` webhooks: first retry delay (doubles); default 1
 ``CONVERGENCE_WEBHOOK_MAX_ATTEMPTS`` webhooks: attempts before a delivery is given up; default 8
+``CONVERGENCE_PUBLIC_URL``    the API's address as servers and alarms reach it: every signal URL
+                              names it (default http://127.0.0.1:8004; ``convergence api``: the
+                              address it serves on)
+``CONVERGENCE_SIGNING_KEY``   what signed URLs are signed with (a secret); unset: a key the
+                              engine makes once and keeps in its database
 ``CONVERGENCE_STATS_DIR``     a worker writes its figures there for the benchmarks
                               (``convergence.workers.stats``); unset (the default): off
 """
