@@ -285,7 +285,7 @@ def main() -> None:
             for name, sid in (("cluster", stack.id), ("rolled", roll.id)):
                 done = running.wait_for_stack(rt, TENANT, sid, refresh=0.5)
                 print(f"  delete {name}: {done.stack_status}")
-            left = {k: len(v) for k, v in control.objects().items()
+            left = {k: v for k, v in control.objects().items()
                     if k in ("server", "port", "volume") and v}
             print(f"  deletes in {time.time() - mark:.1f} s; left in the cloud: "
                   f"{left or 'nothing'}")
