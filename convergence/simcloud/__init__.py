@@ -11,5 +11,6 @@ token resolved to user, project and roles; the error bodies), ``identity`` (Keys
 Neutron the ``network*`` modules; Cinder the ``volume*`` and ``copy_records`` modules;
 Glance ``image``. ``faults`` holds the fault rules, ``control`` the ``/_sim/`` control plane
 and its middleware, ``journal`` the requests answered, ``client`` a typed client of
-``/_sim/``. It imports nothing of the engine, the use cases, the store or the runtime.
+``/_sim/``; the ``agent*`` modules the software-configuration agent of the servers that ask
+for one (os-collect-config's part: it polls their deployments, runs them and signals back). It imports nothing of the engine, the use cases, the store or the runtime.
 """
