@@ -51,6 +51,17 @@ def bad_request(message: str) -> ApiError:
 
 # The body ------------------------------------------------------------------------------------
 
+async def signal_body(request: Request) -> Any:
+    """A signal's details: its JSON body (None when empty); 400 when it is not JSON."""
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise bad_request("The signal's body must be JSON.") from None
+
+
 async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object (an empty body is an empty object); 400 when it is not
     JSON or nests deeper than a template may (``convergence.api.bodies``)."""

@@ -19,7 +19,6 @@ URL would: nothing about the engine's resources is told.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -27,7 +26,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from convergence.api.errors import ApiError
-from convergence.api.requests import runtime
+from convergence.api.requests import runtime, signal_body
 from convergence.runtime import Runtime
 from convergence.services import resource_signals, signals, software
 
@@ -52,13 +51,7 @@ def metadata(token: str, rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # n
 async def signal(request: Request, token: str,
                  rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
     claims = _claims(rt, token, (signals.DEPLOYMENT, signals.SIGNAL))
-    raw = await request.body()
-    details: Any = None
-    if raw.strip():
-        try:
-            details = json.loads(raw)
-        except ValueError:
-            raise ApiError(400, "HTTPBadRequest", "The signal's body must be JSON.") from None
+    details = await signal_body(request)
     if claims["k"] == signals.DEPLOYMENT:
         taken = await run_in_threadpool(software.report, rt, claims["d"], details or {},
                                         tenant=claims["t"], config_id=claims.get("c"))

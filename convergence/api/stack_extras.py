@@ -28,7 +28,6 @@ lives here rather than in ``convergence.api.stacks``. Requests are read with
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import quote
 
@@ -47,6 +46,7 @@ from convergence.api.requests import (
     int_param,
     json_body,
     runtime,
+    signal_body,
 )
 from convergence.api.stacks import event_page
 from convergence.errors import Conflict, NotFound
@@ -226,13 +226,7 @@ def mark_unhealthy(resource_name: str, stack: StackView = Depends(canonical_stac
 async def signal_resource(request: Request, resource_name: str,
                           stack: StackView = Depends(canonical_stack),  # noqa: B008
                           rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
-    body = await request.body()
-    details: Any = None
-    if body.strip():
-        try:
-            details = json.loads(body)
-        except ValueError:
-            raise bad_request("The signal's body must be JSON.") from None
+    details = await signal_body(request)
     await run_in_threadpool(resource_signals.signal, rt, stack.tenant, stack.id,
                             resource_name, details)
     return JSONResponse(None, status_code=200)

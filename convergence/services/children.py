@@ -30,12 +30,13 @@ from convergence.plugins.base import ChildState, PluginContext, ResourceFailure
 from convergence.ports.store import Tx
 from convergence.ports.views import StackView, TemplateContent, template_id
 from convergence.services.admission import check_content
+from convergence.services.context import Attached
 from convergence.services.stacks import start
 from convergence.template import StackDefinition, TemplateError
 from convergence.template.nesting import ChildTemplate
 
 if TYPE_CHECKING:
-    from convergence.services.context import Runtime
+    pass
 
 def child_state(stack: StackView) -> ChildState:
     outputs = {name: (out.get("value") if isinstance(out, dict) else out)
@@ -58,20 +59,11 @@ def tree_size(definition: StackDefinition) -> int:
                                                 for d in definition.nested.values())
 
 
-class ChildStackService:
+class ChildStackService(Attached):
     """The :class:`~convergence.plugins.base.ChildStacks` of one runtime (see the module)."""
 
-    def __init__(self) -> None:
-        self._runtime: Runtime | None = None
-
-    def attach(self, runtime: Runtime) -> None:
-        self._runtime = runtime
-
-    @property
-    def rt(self) -> Runtime:
-        if self._runtime is None:
-            raise ResourceFailure("nested stacks are not available in this process")
-        return self._runtime
+    def unattached(self) -> Exception:
+        return ResourceFailure("nested stacks are not available in this process")
 
     # the port -------------------------------------------------------------------------------
     def create(self, ctx: PluginContext, child: ChildTemplate,

@@ -4,7 +4,8 @@ The use cases sit below the composition root: they never import ``convergence.ru
 layers contract forbids it). They take any object with these attributes; the one the entry
 points build is ``convergence.runtime.Runtime`` (the store, the plugins, the engine and a
 dispatcher, wired by ``open_runtime``), and mypy checks it fits wherever an entry point hands
-one to a use case. Callers: every module of ``convergence.services`` names it in signatures.
+one to a use case. Callers: every module of ``convergence.services`` names it in signatures;
+the backends the plugins reach the engine through are :class:`Attached` to one.
 """
 
 from __future__ import annotations
@@ -49,3 +50,24 @@ class Runtime(Protocol):
     def inprocess(self) -> LocalDispatcher | None:
         """The dispatcher when this process runs the work itself (embedded), else None."""
         ...
+
+
+class Attached:
+    """A backend the runtime hands the plugins before the runtime exists (the engine's own
+    stacks, its software configuration), attached to it once it does (``open_runtime``)."""
+
+    def __init__(self) -> None:
+        self._runtime: Runtime | None = None
+
+    def attach(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    def unattached(self) -> Exception:
+        """What using it before it is attached raises."""
+        return RuntimeError(f"{type(self).__name__} is not attached to a runtime")
+
+    @property
+    def rt(self) -> Runtime:
+        if self._runtime is None:
+            raise self.unattached()
+        return self._runtime

@@ -36,6 +36,7 @@ from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, SoftwareConfigView, SoftwareDeploymentView
 from convergence.ports.work import Work, batches
 from convergence.services import signals
+from convergence.services.context import Attached
 from convergence.services.stacks import send
 
 if TYPE_CHECKING:
@@ -323,20 +324,8 @@ def _woken(rt: Runtime, tx: Tx, dep: SoftwareDeploymentView, reason: str) -> lis
 
 # The plugins' backend ------------------------------------------------------------------------
 
-class SoftwareService:
+class SoftwareService(Attached):
     """The plugins' :class:`~convergence.plugins.software_port.SoftwareBackend`."""
-
-    def __init__(self) -> None:
-        self._runtime: Runtime | None = None
-
-    def attach(self, runtime: Runtime) -> None:
-        self._runtime = runtime
-
-    @property
-    def rt(self) -> Runtime:
-        if self._runtime is None:
-            raise RuntimeError("the software service is not attached to a runtime")
-        return self._runtime
 
     @property
     def public_url(self) -> str:

@@ -12,5 +12,6 @@ Neutron the ``network*`` modules; Cinder the ``volume*`` and ``copy_records`` mo
 Glance ``image``. ``faults`` holds the fault rules, ``control`` the ``/_sim/`` control plane
 and its middleware, ``journal`` the requests answered, ``client`` a typed client of
 ``/_sim/``; the ``agent*`` modules the software-configuration agent of the servers that ask
-for one (os-collect-config's part: it polls their deployments, runs them and signals back). It imports nothing of the engine, the use cases, the store or the runtime.
+for one (os-collect-config's part: it polls their deployments, runs them and signals back).
+It imports nothing of the engine, the use cases, the store or the runtime.
 """
