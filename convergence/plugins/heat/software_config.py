@@ -124,8 +124,10 @@ class SoftwareConfig(ConfigBase):
 class StructuredConfig(ConfigBase):
     schema: ClassVar[TypeSchema] = TypeSchema(
         name="OS::Heat::StructuredConfig",
-        properties=_common(PropertySchema(MAP, "The configuration as a structure (get_input "
-                                               "in it takes a deployment's input).")),
+        # A map in Heat's schema; real templates give lists as well (chef's run lists).
+        properties=_common(PropertySchema("Any", "The configuration as a structure, a map "
+                                                 "or a list (get_input in it takes a "
+                                                 "deployment's input).")),
         attributes=frozenset({"config"}),
         description="A structured software configuration.",
     )
