@@ -10,6 +10,7 @@ server binaries or ``redis-server`` the tier skips; in CI it fails (``skip_or_fa
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from collections.abc import Iterator
 
@@ -62,7 +63,13 @@ def workload(cluster: FaultCluster, request: pytest.FixtureRequest) -> Iterator[
 def settle(cluster: FaultCluster, tracked: list[Tracked],
            faults: list[Fault] | None = None) -> invariants.Report:
     """Wait until quiet, then check every invariant; fail with the evidence otherwise."""
-    if invariants.wait_quiet(cluster, tracked, QUIET_TIMEOUT) is None:
+    quiet = invariants.wait_quiet(cluster, tracked, QUIET_TIMEOUT)
+    if quiet is not None:
+        # Quiet once more a moment later: a late write's log line can come before the commit
+        # that notes its orphan, which the sweeper then removes.
+        time.sleep(1.0)
+        quiet = invariants.wait_quiet(cluster, tracked, QUIET_TIMEOUT)
+    if quiet is None:
         pytest.fail(f"not quiet {QUIET_TIMEOUT}s after the last fault:\n"
                     + "\n".join(invariants.unsettled(cluster, tracked)) + "\n"
                     + cluster.logs_tail(15), pytrace=False)
