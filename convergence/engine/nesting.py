@@ -77,6 +77,17 @@ def nested_context(ctx: PluginContext, definition: StackDefinition, name: str,
     return ctx
 
 
+def wake_records(tx: Tx, stack: StackView, record_ids: list[int],
+                 size: int = WAKE_BATCH) -> list[Work]:
+    """The event the nodes of these records of ``stack`` wait on came: wake them in its
+    current traversal (parked: ready again, and offered; still stepping: marked woken, so
+    that the park their step records does not hold). Returns the work that offers them."""
+    if stack.traversal_id is None or not record_ids:
+        return []
+    seqs = tx.wake_nodes(stack.traversal_id, record_ids)
+    return list(batches(stack.traversal_id, seqs, size))
+
+
 def wake_parent(tx: Tx, stack: StackView) -> list[Work]:
     """If ``stack`` is nested: wake the node of its parent's current traversal that works on
     the record that made it (parked: ready again, and offered; still stepping: marked woken,
@@ -84,7 +95,6 @@ def wake_parent(tx: Tx, stack: StackView) -> list[Work]:
     if stack.parent_id is None or stack.parent_record_id is None:
         return []
     parent = tx.stack(stack.parent_id)
-    if parent is None or parent.traversal_id is None:
+    if parent is None:
         return []
-    seqs = tx.wake_nodes(parent.traversal_id, [stack.parent_record_id])
-    return list(batches(parent.traversal_id, seqs, WAKE_BATCH))
+    return wake_records(tx, parent, [stack.parent_record_id])

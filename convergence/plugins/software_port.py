@@ -32,9 +32,9 @@ class SoftwareBackend(Protocol):
 
     # deployments: one per resource (its owner key), re-applied in place
     def deployment(self, ctx: PluginContext) -> SoftwareDeploymentView | None: ...
-    # ``derived``: the config to apply, or what makes it of (deployment id, config id)
-    def deploy(self, ctx: PluginContext, *, server_id: str, source_id: str,
-               derived: Mapping[str, Any] | Callable[[str, str], Mapping[str, Any]],
+    # ``derived``: what makes the config to apply of (deployment id, config id)
+    def deploy(self, ctx: PluginContext, *, server_id: str,
+               derived: Callable[[str, str], Mapping[str, Any]],
                input_values: Mapping[str, Any], action: str, status: str,
                reason: str) -> SoftwareDeploymentView: ...
     def forget_deployment(self, ctx: PluginContext) -> None: ...

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from convergence.engine.nesting import wake_records
 from convergence.errors import Conflict, NotFound, NotSupported
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent
-from convergence.ports.work import Work, batches
+from convergence.ports.work import Work
 from convergence.services.heat_shapes import current_records
 from convergence.services.queries import locked_stack
 from convergence.services.stacks import send
@@ -52,9 +53,7 @@ def clear_hook(rt: Runtime, tenant: str, name_or_id: str, resource: str, hook: s
         tx.add_events(stack.id, stack.traversal_id, stack.generation, [NewEvent(
             record.name, record.physical_id, record.type, "SIGNAL", "COMPLETE",
             f"Hook {hook} is cleared")])
-        if stack.traversal_id is not None:
-            seqs = tx.wake_nodes(stack.traversal_id, [record.id])
-            wake.extend(batches(stack.traversal_id, seqs, rt.settings.batch_size))
+        wake.extend(wake_records(tx, stack, [record.id], rt.settings.batch_size))
 
     rt.store.transact(clear)
     send(rt, wake)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from convergence.engine.nesting import wake_records
 from convergence.errors import Conflict, InvalidParameter, NotFound
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, RecordView
-from convergence.ports.work import Work, batches
+from convergence.ports.work import Work
 from convergence.services import hooks, scaling, software
 from convergence.services.heat_shapes import current_records
 from convergence.services.queries import stack_or_404
@@ -100,8 +101,7 @@ def handle_signal(rt: Runtime, handle: RecordView, details: Any) -> str:
             handle.name, handle_id, handle.type, "SIGNAL", "COMPLETE", said)])
         if stack.traversal_id is not None:
             waiters = [r.id for r in tx.records(stack.id) if r.type in WAITERS]
-            seqs = tx.wake_nodes(stack.traversal_id, waiters)
-            wake.extend(batches(stack.traversal_id, seqs, rt.settings.batch_size))
+            wake.extend(wake_records(tx, stack, waiters, rt.settings.batch_size))
         return said
 
     said = rt.store.transact(kept)

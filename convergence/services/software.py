@@ -29,12 +29,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from convergence.engine.nesting import wake_records
 from convergence.errors import InvalidParameter, NotFound
 from convergence.heat_fields import iso
 from convergence.plugins.base import PluginContext, RetryLater
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, SoftwareConfigView, SoftwareDeploymentView
-from convergence.ports.work import Work, batches
+from convergence.ports.work import Work
 from convergence.services import signals
 from convergence.services.context import Attached
 from convergence.services.stacks import send
@@ -316,10 +317,7 @@ def _woken(rt: Runtime, tx: Tx, dep: SoftwareDeploymentView, reason: str) -> lis
         return []
     tx.add_events(stack.id, stack.traversal_id, stack.generation, [NewEvent(
         record.name, record.physical_id, record.type, "SIGNAL", "COMPLETE", reason)])
-    if stack.traversal_id is None:
-        return []
-    seqs = tx.wake_nodes(stack.traversal_id, [record_id])
-    return list(batches(stack.traversal_id, seqs, rt.settings.batch_size))
+    return wake_records(tx, stack, [record_id], rt.settings.batch_size)
 
 
 # The plugins' backend ------------------------------------------------------------------------
@@ -358,20 +356,19 @@ class SoftwareService(Attached):
         with self.rt.store.read() as tx:
             return tx.deployment_of_owner(ctx.owner)
 
-    def deploy(self, ctx: PluginContext, *, server_id: str, source_id: str,
-               derived: Mapping[str, Any] | Callable[[str, str], Mapping[str, Any]],
+    def deploy(self, ctx: PluginContext, *, server_id: str,
+               derived: Callable[[str, str], Mapping[str, Any]],
                input_values: Mapping[str, Any], action: str, status: str,
                reason: str) -> SoftwareDeploymentView:
-        """Apply a new derived config (``derived``, or what it makes of the deployment's id
-        and the new config's id) with the deployment of ``ctx``'s record, made if it has
-        none; the config it applied before is deleted."""
-        del source_id  # the derived config says what it was derived from
+        """Apply a new derived config (what ``derived`` makes of the deployment's id and the
+        new config's id) with the deployment of ``ctx``'s record, made if it has none; the
+        config it applied before is deleted."""
         with self.rt.store.read() as tx:
             before = tx.deployment_of_owner(ctx.owner)
         dep_id = before.id if before is not None else str(uuid.uuid4())
         config_id = str(uuid.uuid4())
         # Made with no transaction open: it may read configs and the signing key.
-        content = derived(dep_id, config_id) if callable(derived) else derived
+        content = derived(dep_id, config_id)
 
         def applied(tx: Tx) -> SoftwareDeploymentView:
             found = tx.deployment_of_owner(ctx.owner)

@@ -111,6 +111,18 @@ def result(name: str, values: dict[str, Any]) -> dict[str, Any]:
     return {"result": f"{name}:{values['version']}:{values['upstream']}"}
 
 
+def created(story: Story) -> None:
+    """CHAIN created, its agents answering each deployment as it comes."""
+    rt = story.rt
+    story.create(chain(story))
+    for _ in range(3):
+        run_until(rt, lambda: bool(pending(rt, srv(story, 1)) or pending(rt, srv(story, 2)))
+                  or story.stack().status != "IN_PROGRESS")
+        agent(rt, srv(story, 1), result)
+        agent(rt, srv(story, 2), result)
+    assert story.finish().stack_status == "CREATE_COMPLETE"
+
+
 def test_deployments_park_until_reported_and_chain_outputs_to_inputs(story: Story) -> None:
     rt = story.rt
     story.create(chain(story))
@@ -150,13 +162,7 @@ def test_deployments_park_until_reported_and_chain_outputs_to_inputs(story: Stor
 def test_a_changed_input_reruns_exactly_the_deployments_that_depend_on_it(
         story: Story) -> None:
     rt = story.rt
-    story.create(chain(story))
-    for _ in range(3):
-        run_until(rt, lambda: bool(pending(rt, srv(story, 1)) or pending(rt, srv(story, 2)))
-                  or story.stack().status != "IN_PROGRESS")
-        agent(rt, srv(story, 1), result)
-        agent(rt, srv(story, 2), result)
-    assert story.finish().stack_status == "CREATE_COMPLETE"
+    created(story)
     before = {c["name"]: c["id"] for c in software.server_metadata(rt, TENANT, srv(story, 1))}
     story.update(chain(story), parameters={"version": "2"})
     run_until(rt, lambda: len(pending(rt, srv(story, 1))) == 1)
@@ -239,13 +245,7 @@ def test_structured_deployments_put_their_inputs_in_the_config(story: Story) -> 
 
 def test_deleting_deployments_forgets_them_and_their_configs(story: Story) -> None:
     rt = story.rt
-    story.create(chain(story))
-    for _ in range(3):
-        run_until(rt, lambda: bool(pending(rt, srv(story, 1)) or pending(rt, srv(story, 2)))
-                  or story.stack().status != "IN_PROGRESS")
-        agent(rt, srv(story, 1), result)
-        agent(rt, srv(story, 2), result)
-    assert story.finish().stack_status == "CREATE_COMPLETE"
+    created(story)
     story.delete()
     assert story.finish().stack_status == "DELETE_COMPLETE"
     stack_id = story.stack().id

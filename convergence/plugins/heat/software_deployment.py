@@ -160,12 +160,12 @@ class SoftwareDeployment(PluginBase):
         backend = software_of(ctx)
         waits = transport != NO_SIGNAL
         dep = backend.deploy(
-            ctx, server_id=str(props["server"]), source_id=str(props.get("config") or ""),
+            ctx, server_id=str(props["server"]),
             derived=lambda d, c: self.derive(ctx, props, action, backend, d, c),
             input_values=props.get("input_values") or {}, action=action,
             status=IN_PROGRESS if waits else COMPLETE,
             reason="Deploy data available" if waits else NOT_WAITING)
-        return self._progress(dep, {"config": dep.config_id})
+        return self._progress(dep)
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:
         if CREATE not in (props.get("actions") or []):
@@ -218,9 +218,9 @@ class SoftwareDeployment(PluginBase):
             if action == CREATE:
                 return self.create(ctx, props)
             raise ResourceFailure(f"deployment {physical_id} is gone")
-        return self._progress(found, state)
+        return self._progress(found)
 
-    def _progress(self, dep: SoftwareDeploymentView, state: Mapping[str, Any]) -> Progress:
+    def _progress(self, dep: SoftwareDeploymentView) -> Progress:
         if dep.status == IN_PROGRESS:
             return Progress.parked({"config": dep.config_id}, dep.id)
         if dep.status == FAILED:
