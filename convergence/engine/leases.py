@@ -70,6 +70,14 @@ class LeaseKeeper:
             if held is not None:
                 held.ids.update(ids)
 
+    def drop(self, owner: str, ids: Iterable[int]) -> None:
+        """Records ``owner`` let go of (their batch was recorded): no longer renewed, and not
+        taken for lost when a renewal finds them released."""
+        with self._lock:
+            held = self._held.get(owner)
+            if held is not None:
+                held.ids.difference_update(ids)
+
     def revoke(self) -> None:
         """Every lease in hand is gone from now on (the process is letting go of them)."""
         with self._lock:
@@ -107,11 +115,15 @@ class LeaseKeeper:
                 kept = tx.renew_leases(ids, owner, until)
             with self._lock:
                 mine = self._held.get(owner)
-                if mine is not None and kept == len(ids):
+                if mine is None:
+                    continue
+                # Not renewed and still in hand (not let go of by its batch meanwhile).
+                lost = (ids - kept) & mine.ids
+                if not lost:
                     mine.good_until = until
-                elif mine is not None:
+                else:
                     mine.good_until = 0.0  # taken over: nothing more for this owner to do
-                    log.warning("leases of %s were taken over (%d of %d kept)", owner, kept,
-                                len(ids))
+                    log.warning("leases of %s were taken over (%d of %d kept)", owner,
+                                len(ids) - len(lost), len(ids))
         if time.monotonic() - started > self._lease / 3.0:
             log.warning("renewing leases took %.1fs", time.monotonic() - started)

@@ -225,6 +225,9 @@ class TraversalRow(Base):
     deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # When a batch last counted nodes off it (started running, at first): a traversal that
+    # moves has not lost its ready nodes' messages, however long its queue.
+    progressed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (Index("ix_traversals_stack", "stack_id"),)
 

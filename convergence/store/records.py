@@ -141,14 +141,14 @@ class RecordQueries(TxPart):
             claimed.update({r.id: record_view(r) for r in rows})
         return claimed
 
-    def renew_leases(self, record_ids: Iterable[int], owner: str, until: float) -> int:
-        """Push the leases ``owner`` still holds on these records to ``until``; how many it
-        still held (fewer: some were taken over)."""
-        kept = 0
+    def renew_leases(self, record_ids: Iterable[int], owner: str, until: float) -> set[int]:
+        """Push the leases ``owner`` still holds on these records to ``until``; returns the
+        records it still held (the others were taken over, or released meanwhile)."""
+        kept: set[int] = set()
         for chunk in chunks(sorted(set(record_ids))):
-            kept += self.conn.execute(update(T_RES).where(
+            kept.update(r.id for r in self.conn.execute(update(T_RES).where(
                 T_RES.c.id.in_(chunk), T_RES.c.lease_owner == owner,
-            ).values(lease_expires=until)).rowcount
+            ).values(lease_expires=until).returning(T_RES.c.id)))
         return kept
 
     def release(self, record_ids: Iterable[int], owner: str) -> None:

@@ -123,14 +123,20 @@ class SweepQueries(TxPart):
     def idle_ready_nodes(self, idle: float, limit: int) -> dict[str, list[int]]:
         """Ready nodes of running current traversals that nobody has touched for ``idle``
         seconds and whose record nobody holds or watches: their message was lost. They are
-        touched, so the next sweep offers them again only after another ``idle``."""
+        touched, so the next sweep offers them again only after another ``idle``.
+
+        Only traversals that have counted no node off for ``idle`` seconds either are looked
+        at: one that moves is working through its queue (a million ready nodes wait their
+        turn behind busy workers longer than a lease), and once a lost message is all that
+        is left it stops moving and is found. So a sweep costs nothing per queued node."""
+        stalled = func.coalesce(T_TRAV.c.progressed_at, T_TRAV.c.created_at) < self.now - idle
         rows = self.conn.execute(
             select(T_NODE.c.traversal_id, T_NODE.c.seq)
             .select_from(T_STACK)
             .join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id)
             .join(T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id)
             .outerjoin(T_RES, T_RES.c.id == T_NODE.c.record_id)
-            .where(T_TRAV.c.state == RUNNING, T_NODE.c.state == READY,
+            .where(T_TRAV.c.state == RUNNING, stalled, T_NODE.c.state == READY,
                    T_NODE.c.updated_at < self.now - idle,
                    or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
                        T_RES.c.lease_expires < self.now))
@@ -190,10 +196,18 @@ class SweepQueries(TxPart):
             T_RES.c.lease_expires.is_not(None))
         plan = select(func.min(T_TRAV.c.created_at) + plan_idle).join(T_STACK, current).where(
             T_TRAV.c.state == PLANNING)
+        running = and_(current, T_TRAV.c.state == RUNNING)
         node = select(func.min(T_NODE.c.updated_at) + node_idle).select_from(T_STACK).join(
-            T_TRAV, and_(current, T_TRAV.c.state == RUNNING)).join(
+            T_TRAV, running).join(
             T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id).where(T_NODE.c.state == READY)
+        # A ready node counts as lost only once its traversal stopped moving too: the later
+        # of the two bounds (never later than the moment itself: no lost node waits longer).
+        moved = select(func.min(func.coalesce(T_TRAV.c.progressed_at, T_TRAV.c.created_at))
+                       + node_idle).select_from(T_STACK).join(T_TRAV, running)
         found = [self.conn.execute(q).scalar() for q in (lease, plan, node)]
+        if found[2] is not None:
+            stalled = self.conn.execute(moved).scalar()
+            found[2] = max(found[2], stalled) if stalled is not None else found[2]
         times = [float(v) for v in found if v is not None]
         return min(times) if times else None
 

@@ -81,7 +81,8 @@ class TraversalQueries(TxPart):
     def start_running(self, traversal_id: str, total: int) -> bool:
         result = self.conn.execute(update(T_TRAV).where(
             T_TRAV.c.id == traversal_id, T_TRAV.c.state == PLANNING,
-        ).values(state=RUNNING, nodes_total=total, nodes_remaining=total))
+        ).values(state=RUNNING, nodes_total=total, nodes_remaining=total,
+                 progressed_at=self.now))
         return result.rowcount == 1
 
     def count_added(self, traversal_id: str, added: int) -> None:
@@ -95,6 +96,7 @@ class TraversalQueries(TxPart):
         values: dict[str, Any] = {
             "nodes_remaining": T_TRAV.c.nodes_remaining - (done + failed),
             "nodes_failed": T_TRAV.c.nodes_failed + failed,
+            "progressed_at": self.now,
         }
         if failure:
             values["failure"] = func.coalesce(func.nullif(T_TRAV.c.failure, ""), failure)
