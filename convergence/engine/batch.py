@@ -84,6 +84,7 @@ class BatchRunner:
                 results = self._steps(batch, owner)
                 go_on = time.monotonic() < deadline and not ctx.stopping.is_set()
                 recorded = {*batch.records, *(c.record_id for r in results for c in r.changes)}
+                ctx.leases.leaving(owner, recorded)
                 more, batch = self.recorder.record(batch, results, owner, go_on=go_on)
                 # Recorded: their leases are let go of (the next batch's are in hand).
                 ctx.leases.drop(owner, recorded - set(batch.records if batch else ()))

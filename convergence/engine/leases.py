@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class _Held:
     ids: set[int] = field(default_factory=set)
+    # Being let go of: their batch's results are being recorded (the commit releases them).
+    leaving: set[int] = field(default_factory=set)
     good_until: float = 0.0  # by this process's clock: the lease as last confirmed
 
 
@@ -70,13 +72,22 @@ class LeaseKeeper:
             if held is not None:
                 held.ids.update(ids)
 
+    def leaving(self, owner: str, ids: Iterable[int]) -> None:
+        """Records ``owner`` is about to let go of (their batch is being recorded): still
+        renewed until :meth:`drop`, but a renewal that finds them released already does not
+        take them for lost."""
+        with self._lock:
+            held = self._held.get(owner)
+            if held is not None:
+                held.leaving.update(ids)
+
     def drop(self, owner: str, ids: Iterable[int]) -> None:
-        """Records ``owner`` let go of (their batch was recorded): no longer renewed, and not
-        taken for lost when a renewal finds them released."""
+        """Records ``owner`` let go of (their batch was recorded): no longer renewed."""
         with self._lock:
             held = self._held.get(owner)
             if held is not None:
                 held.ids.difference_update(ids)
+                held.leaving.difference_update(ids)
 
     def revoke(self) -> None:
         """Every lease in hand is gone from now on (the process is letting go of them)."""
@@ -118,7 +129,7 @@ class LeaseKeeper:
                 if mine is None:
                     continue
                 # Not renewed and still in hand (not let go of by its batch meanwhile).
-                lost = (ids - kept) & mine.ids
+                lost = (ids - kept) & (mine.ids - mine.leaving)
                 if not lost:
                     mine.good_until = until
                 else:
