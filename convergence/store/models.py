@@ -170,6 +170,10 @@ class ResourceRow(Base):
         Index("ix_resources_stack_status", "stack_id", "status", "name"),
         Index("ix_resources_stack_type", "stack_id", "type", "name"),
         Index("ix_resources_stack_physical", "stack_id", "physical_id"),
+        # The sweeper's expired leases: only the few records held right now are in it.
+        Index("ix_resources_lease", "lease_expires",
+              sqlite_where=text("lease_expires IS NOT NULL"),
+              postgresql_where=text("lease_expires IS NOT NULL")),
         # Never an id twice, on SQLite too (PostgreSQL's sequence never reuses one): the id
         # is part of the key plugins find what a record made by, so a new record given a
         # deleted one's id would adopt what that one left in the cloud, retained or lost.
@@ -229,7 +233,9 @@ class TraversalRow(Base):
     # moves has not lost its ready nodes' messages, however long its queue.
     progressed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
-    __table_args__ = (Index("ix_traversals_stack", "stack_id"),)
+    # The sweeper's running (and planning) traversals, however many ended ones there are.
+    __table_args__ = (Index("ix_traversals_stack", "stack_id"),
+                      Index("ix_traversals_state", "state"))
 
 
 class NodeRow(Base):

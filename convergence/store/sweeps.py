@@ -12,7 +12,7 @@ crash, a lost message or a missed deadline leaves behind, and hands back their i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, update
@@ -29,6 +29,8 @@ from convergence.ports.views import (
 )
 from convergence.store import dialect
 from convergence.store.rows import T_NODE, T_RES, T_STACK, T_SWEEP, T_TRAV, TxPart, chunks
+
+PURGE_ROWS = 20000  # node rows of ended plans deleted in one transaction at most
 
 _TAKEN_COLUMNS = (T_RES.c.id, T_RES.c.stack_id, T_RES.c.name, T_RES.c.type,
                   T_RES.c.physical_id, T_RES.c.action, T_RES.c.status, T_RES.c.lease_owner)
@@ -120,6 +122,33 @@ class SweepQueries(TxPart):
                 out.setdefault(r.traversal_id, []).append(r.seq)
         return out
 
+    def _running(self, *, current: bool = True,
+                 stalled_before: float | None = None) -> list[str]:
+        """The running traversals (``current``: of stacks whose current traversal they are;
+        ``stalled_before``: only those that counted no node off since then). Few, read by
+        their state's index: each node query below then reads one traversal's nodes of one
+        state by ``ix_nodes_state``, never every node of every plan."""
+        query = select(T_TRAV.c.id).where(T_TRAV.c.state == RUNNING)
+        if current:
+            query = query.join(T_STACK, and_(T_STACK.c.id == T_TRAV.c.stack_id,
+                                             T_STACK.c.traversal_id == T_TRAV.c.id))
+        if stalled_before is not None:
+            query = query.where(func.coalesce(T_TRAV.c.progressed_at, T_TRAV.c.created_at)
+                                < stalled_before)
+        return [r.id for r in self.conn.execute(query.order_by(T_TRAV.c.id))]
+
+    def _nodes_of(self, traversal_ids: Sequence[str], limit: int,
+                  where: Callable[[str], Any]) -> list[Any]:
+        """Up to ``limit`` rows (traversal id, seq) of these traversals' nodes,
+        ``where(traversal_id)`` selecting each one's."""
+        found: list[Any] = []
+        for traversal_id in traversal_ids:
+            if len(found) >= limit:
+                break
+            rows = self.conn.execute(where(traversal_id).limit(limit - len(found)))
+            found.extend(sorted(rows, key=lambda r: r.seq))
+        return found
+
     def idle_ready_nodes(self, idle: float, limit: int) -> dict[str, list[int]]:
         """Ready nodes of running current traversals that nobody has touched for ``idle``
         seconds and whose record nobody holds or watches: their message was lost. They are
@@ -129,19 +158,16 @@ class SweepQueries(TxPart):
         at: one that moves is working through its queue (a million ready nodes wait their
         turn behind busy workers longer than a lease), and once a lost message is all that
         is left it stops moving and is found. So a sweep costs nothing per queued node."""
-        stalled = func.coalesce(T_TRAV.c.progressed_at, T_TRAV.c.created_at) < self.now - idle
-        rows = self.conn.execute(
-            select(T_NODE.c.traversal_id, T_NODE.c.seq)
-            .select_from(T_STACK)
-            .join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id)
-            .join(T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id)
-            .outerjoin(T_RES, T_RES.c.id == T_NODE.c.record_id)
-            .where(T_TRAV.c.state == RUNNING, stalled, T_NODE.c.state == READY,
-                   T_NODE.c.updated_at < self.now - idle,
-                   or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
-                       T_RES.c.lease_expires < self.now))
-            .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
-        return self._mark_nodes(rows, READY, READY)
+        def lost(traversal_id: str) -> Any:
+            return (select(T_NODE.c.traversal_id, T_NODE.c.seq)
+                    .outerjoin(T_RES, T_RES.c.id == T_NODE.c.record_id)
+                    .where(T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == READY,
+                           T_NODE.c.updated_at < self.now - idle,
+                           or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
+                               T_RES.c.lease_expires < self.now)))
+
+        stalled = self._running(stalled_before=self.now - idle)
+        return self._mark_nodes(self._nodes_of(stalled, limit, lost), READY, READY)
 
     def parked_nodes_done_waiting(self, limit: int) -> dict[str, list[int]]:
         """Parked nodes of running current traversals whose nested stack is no longer in
@@ -149,27 +175,26 @@ class SweepQueries(TxPart):
         the wake commit together, so this is the broker's loss or a node parked by a step
         that read the child just before it ended). Made ready again, and returned."""
         child = T_STACK.alias("child")
-        rows = self.conn.execute(
-            select(T_NODE.c.traversal_id, T_NODE.c.seq)
-            .select_from(T_STACK)
-            .join(T_TRAV, T_TRAV.c.id == T_STACK.c.traversal_id)
-            .join(T_NODE, T_NODE.c.traversal_id == T_TRAV.c.id)
-            .join(child, child.c.parent_record_id == T_NODE.c.record_id)
-            .where(T_TRAV.c.state == RUNNING, T_NODE.c.state == PARKED,
-                   child.c.status != "IN_PROGRESS")
-            .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
+
+        def done_waiting(traversal_id: str) -> Any:
+            return (select(T_NODE.c.traversal_id, T_NODE.c.seq)
+                    .join(child, child.c.parent_record_id == T_NODE.c.record_id)
+                    .where(T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == PARKED,
+                           child.c.status != "IN_PROGRESS"))
+
+        rows = self._nodes_of(self._running(), limit, done_waiting)
         return self._mark_nodes(rows, PARKED, READY)
 
     def parked_nodes_due(self, limit: int) -> dict[str, list[int]]:
         """Parked nodes of running traversals whose deadline (``wake_at``) has passed: a wait
         that timed out, or a look at an event whose wake-up may have been lost. Made ready
         again, and returned."""
-        rows = self.conn.execute(
-            select(T_NODE.c.traversal_id, T_NODE.c.seq)
-            .join(T_TRAV, T_TRAV.c.id == T_NODE.c.traversal_id)
-            .where(T_NODE.c.state == PARKED, T_NODE.c.wake_at.is_not(None),
-                   T_NODE.c.wake_at <= self.now, T_TRAV.c.state == RUNNING)
-            .order_by(T_NODE.c.traversal_id, T_NODE.c.seq).limit(limit)).all()
+        def due(traversal_id: str) -> Any:
+            return (select(T_NODE.c.traversal_id, T_NODE.c.seq)
+                    .where(T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == PARKED,
+                           T_NODE.c.wake_at.is_not(None), T_NODE.c.wake_at <= self.now))
+
+        rows = self._nodes_of(self._running(current=False), limit, due)
         return self._mark_nodes(rows, PARKED, READY)
 
     def _mark_nodes(self, rows: Sequence[Any], was: str, state: str) -> dict[str, list[int]]:
@@ -236,16 +261,31 @@ class SweepQueries(TxPart):
                 T_TRAV.c.deadline < self.now))
         return [r.id for r in rows]
 
-    def purge_nodes(self, ended_before: float, traversals: int) -> int:
-        """Delete the plans (node rows) of up to ``traversals`` traversals that ended before
-        ``ended_before``: nobody reads them once their traversal is over."""
+    def purge_nodes(self, ended_before: float, traversals: int,
+                    rows: int = PURGE_ROWS) -> int:
+        """Delete the plans (node rows) of traversals that ended before ``ended_before``
+        (nobody reads them once their traversal is over): up to ``rows`` rows of up to
+        ``traversals`` traversals, so that a plan of a million nodes goes in short
+        transactions over several sweeps rather than in one that holds the database."""
         ids = [r.id for r in self.conn.execute(select(T_TRAV.c.id).where(
             T_TRAV.c.state.in_((COMPLETE, FAILED, SUPERSEDED)),
             T_TRAV.c.finished_at < ended_before, T_TRAV.c.nodes_total > 0,
-        ).limit(traversals))]
-        if not ids:
-            return 0
-        deleted = self.conn.execute(delete(T_NODE).where(T_NODE.c.traversal_id.in_(ids)))
-        # nodes_total 0 marks the plan as purged, so that the traversal is not looked at again.
-        self.conn.execute(update(T_TRAV).where(T_TRAV.c.id.in_(ids)).values(nodes_total=0))
-        return int(deleted.rowcount)
+        ).order_by(T_TRAV.c.id).limit(traversals))]
+        deleted = 0
+        for traversal_id in ids:
+            if deleted >= rows:
+                break
+            # The lowest seqs first, a range of the primary key at a time.
+            bound = self.conn.execute(select(T_NODE.c.seq).where(
+                T_NODE.c.traversal_id == traversal_id).order_by(T_NODE.c.seq)
+                .offset(rows - deleted - 1).limit(1)).scalar()
+            where = [T_NODE.c.traversal_id == traversal_id]
+            if bound is not None:
+                where.append(T_NODE.c.seq <= bound)
+            deleted += int(self.conn.execute(delete(T_NODE).where(*where)).rowcount)
+            if bound is None:
+                # Nothing left: nodes_total 0 marks the plan as purged, so that the
+                # traversal is not looked at again.
+                self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id)
+                                  .values(nodes_total=0))
+        return deleted
