@@ -1,10 +1,11 @@
 """Which resources depend on which, and the cycles that make a template impossible.
 
-Used by ``parse`` and ``validate`` (a cycle is an error that names it: ``a -> b -> c -> a``);
-``validate`` stores what :func:`resource_dependencies` finds in the ``StackDefinition``, which
-is what the engine's planner reads.
-Everything here is linear in the size of the graph and iterative, so a 100,000-resource chain
-neither recurses nor slows down.
+Used by ``parse`` (conditions that refer to each other in a circle, :func:`condition_cycle`)
+and ``validate`` (a cycle is an error that names it: ``a -> b -> c -> a``); ``validate`` stores
+what :func:`resource_dependencies` finds in the ``StackDefinition``, which is what the engine's
+planner reads. Everything here is linear in the size of the graph and iterative, so a chain of
+a million resources neither recurses nor slows down; a graph without cycles (the common case)
+is told so by one depth-first pass, before anything is spent on naming cycles.
 """
 
 from __future__ import annotations
@@ -125,8 +126,28 @@ def condition_allows(condition: object, enabled: Mapping[str, bool | None] | Non
     return enabled.get(key) is not False
 
 
+def _condition_names_in(value: Any) -> list[str]:
+    """Condition names an expression refers to (operands of not/and/or, or a bare name)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Call) and value.name in ("not", "and", "or"):
+        operands = value.args if isinstance(value.args, list) else [value.args]
+        return [n for op in operands for n in _condition_names_in(op)]
+    return []
+
+
+def condition_cycle(parsed: Mapping[str, Any]) -> list[str] | None:
+    """A cycle of named conditions referring to each other (``parse`` refuses it)."""
+    graph = {name: [n for n in _condition_names_in(body) if n in parsed]
+             for name, body in parsed.items()}
+    cycles = find_cycles(graph)
+    return cycles[0] if cycles else None
+
+
 def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
     """One cycle per strongly connected component that has one, as ``[a, b, ..., a]``."""
+    if _acyclic(graph):
+        return []  # the common case, found without building a component per resource
     sccs = _strongly_connected(graph)
     cycles: list[list[str]] = []
     for component in sccs:
@@ -136,6 +157,33 @@ def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
         cycles.append(_cycle_through(graph, first, component))
     cycles.sort()
     return cycles
+
+
+def _acyclic(graph: Mapping[str, Iterable[str]]) -> bool:
+    """Whether no path leads from a node back to itself (depth first, iterative). Names a
+    graph refers to but does not hold are left out, as :func:`_strongly_connected` does."""
+    done: set[str] = set()
+    on_path: set[str] = set()
+    for root in graph:
+        if root in done:
+            continue
+        on_path.add(root)
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(graph[root]))]
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child in done or child not in graph:
+                    continue
+                if child in on_path:
+                    return False
+                on_path.add(child)
+                work.append((child, iter(graph[child])))
+                break
+            else:
+                work.pop()
+                on_path.discard(node)
+                done.add(node)
+    return True
 
 
 def _strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[set[str]]:

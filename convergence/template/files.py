@@ -12,6 +12,7 @@ resources), and the CLI's ``files`` module, which builds the map with the same k
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Mapping
 from urllib.parse import urljoin, urlsplit
@@ -19,8 +20,10 @@ from urllib.parse import urljoin, urlsplit
 TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_template_reference(type_name: str) -> bool:
-    """Whether a resource type names a template (a nested stack) rather than a plugin."""
+    """Whether a resource type names a template (a nested stack) rather than a plugin.
+    Remembered per name: a stack asks it of every resource, of a few types."""
     if type_name.endswith(TEMPLATE_SUFFIXES):
         return True
     return urlsplit(type_name).scheme in ("http", "https", "file")

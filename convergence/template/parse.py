@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from convergence.template import structure
-from convergence.template.dependencies import find_cycles
+from convergence.template.collector import collector_paused
+from convergence.template.dependencies import condition_cycle
 from convergence.template.errors import (
     FILE,
     FUNCTION,
@@ -43,15 +44,19 @@ from convergence.template.parameters import ParameterSchema, parse_parameters
 from convergence.template.source import DEFAULT_LIMITS, Limits, load_document
 from convergence.template.versions import (
     ALL_FUNCTION_NAMES,
+    FIRST_WITH_OUTPUT_KEY,
+    FIRST_WITH_RESOURCE_KEY,
+    FIRST_WITH_SECTION,
     VERSIONS,
     TemplateVersion,
+    deletion_policies,
     lookup_version,
 )
 
-DELETION_POLICIES = ("Delete", "Retain", "Snapshot")
 _CFN_KEYS = ("AWSTemplateFormatVersion", "HeatTemplateFormatVersion")
 _CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
 _FUNCTION_PREFIXES = ("get_", "str_", "list_", "map_")
+
 
 
 class _Parser:
@@ -73,6 +78,7 @@ class _Parser:
         self.attribute_uses: list[AttributeUse] = []
         self.inline_conditions: list[Any] = []
         self.bad_calls: set[Path] = set()  # where a function error was already reported
+        self.deletion_policies = deletion_policies(version)
 
     # CheckContext ---------------------------------------------------------------------------
     @property
@@ -133,6 +139,9 @@ class _Parser:
 
     def parse(self, value: Any, path: Path, guards: tuple[Guard, ...] = (),
               conditions: bool = False) -> Any:
+        """``value`` with calls where functions stand. A map or list without calls is
+        returned as it is, not copied: parsed values share what they do not change with the
+        document (``Template.raw``), and neither is ever modified."""
         if isinstance(value, dict):
             if len(value) == 1:
                 for key, args in value.items():
@@ -145,9 +154,23 @@ class _Parser:
                         if self._looks_like_function(key, conditions):
                             self._unknown_function(key, (*path, key), conditions)
                             self.bad_calls.add(path)
-            return {k: self.parse(v, (*path, k), guards, conditions) for k, v in value.items()}
+            changed: dict[Any, Any] | None = None
+            for k, v in value.items():
+                if isinstance(v, dict | list):
+                    new = self.parse(v, (*path, k), guards, conditions)
+                    if new is not v:
+                        changed = dict(value) if changed is None else changed
+                        changed[k] = new
+            return value if changed is None else changed
         if isinstance(value, list):
-            return [self.parse(v, (*path, i), guards, conditions) for i, v in enumerate(value)]
+            items: list[Any] | None = None
+            for i, v in enumerate(value):
+                if isinstance(v, dict | list):
+                    new = self.parse(v, (*path, i), guards, conditions)
+                    if new is not v:
+                        items = list(value) if items is None else items
+                        items[i] = new
+            return value if items is None else items
         return value
 
     def parse_condition(self, value: Any, path: Path) -> Any:
@@ -242,6 +265,7 @@ def parse_template(
     return template
 
 
+@collector_paused()
 def parse_collecting(
     source: str | bytes | Mapping[str, Any],
     problems: Problems,
@@ -274,10 +298,10 @@ def parse_collecting(
     for section in data:
         # Keys no version knows are the structural check's to report; here, the ones that
         # only some versions allow.
-        later = [v.name for v in VERSIONS if section in v.sections]
-        if later and section not in version.sections:
+        first = FIRST_WITH_SECTION.get(section)
+        if first is not None and section not in version.sections:
             problems.add((str(section),), f"section '{section}' is not allowed in "
-                         f"heat_template_version {version.name} (available from {later[0]})",
+                         f"heat_template_version {version.name} (available from {first})",
                          STRUCTURE)
 
     param_section = _as_map(data.get("parameters"), ("parameters",), problems)
@@ -372,28 +396,11 @@ def _conditions(parser: _Parser, raw: Mapping[str, Any]) -> dict[str, Any]:
         elif not isinstance(body, bool | Call) and ("conditions", name) not in parser.bad_calls:
             parser.error(("conditions", name), "a condition must be a boolean, a condition "
                          "name or a condition function", FUNCTION)
-    cycle = _condition_cycle(parsed)
+    cycle = condition_cycle(parsed)
     if cycle:
         parser.error(("conditions", cycle[0]), "conditions refer to each other in a circle: "
                      + " -> ".join(cycle), REFERENCE)
     return parsed
-
-
-def _condition_names_in(value: Any) -> list[str]:
-    """Condition names an expression refers to (operands of not/and/or, or a bare name)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Call) and value.name in ("not", "and", "or"):
-        operands = value.args if isinstance(value.args, list) else [value.args]
-        return [n for op in operands for n in _condition_names_in(op)]
-    return []
-
-
-def _condition_cycle(parsed: Mapping[str, Any]) -> list[str] | None:
-    graph = {name: [n for n in _condition_names_in(body) if n in parsed]
-             for name, body in parsed.items()}
-    cycles = find_cycles(graph)
-    return cycles[0] if cycles else None
 
 
 def _resource(parser: _Parser, name: str, body: Mapping[str, Any]) -> ResourceDefinition:
@@ -402,12 +409,14 @@ def _resource(parser: _Parser, name: str, body: Mapping[str, Any]) -> ResourceDe
     parser.enter("resources", name)
     start = len(parser.references)
     problems = parser.problems
+    keys = version.resource_keys
     for key in body:
-        later = [v.name for v in VERSIONS if key in v.resource_keys]
-        if later and key not in version.resource_keys:
-            problems.add((*path, key), f"'{key}' is not a resource key in "
-                         f"heat_template_version {version.name} (available from {later[0]})",
-                         STRUCTURE)
+        if key not in keys:
+            first = FIRST_WITH_RESOURCE_KEY.get(key)
+            if first is not None:
+                problems.add((*path, key), f"'{key}' is not a resource key in "
+                             f"heat_template_version {version.name} (available from {first})",
+                             STRUCTURE)
     rtype = body.get("type")
     if not isinstance(rtype, str) or not rtype:
         problems.add((*path, "type"), "the resource has no type", STRUCTURE)
@@ -415,17 +424,23 @@ def _resource(parser: _Parser, name: str, body: Mapping[str, Any]) -> ResourceDe
     properties = parser.parse(body.get("properties") or {}, (*path, "properties"))
     if not isinstance(properties, dict | Call):
         problems.add((*path, "properties"), "properties must be a map", STRUCTURE)
-    metadata = parser.parse(body.get("metadata"), (*path, "metadata"))
-    update_policy = parser.parse(body.get("update_policy"), (*path, "update_policy"))
-    deletion_policy = parser.parse(body.get("deletion_policy", "Delete"),
-                                   (*path, "deletion_policy"))
-    # Newton added the lower-case spellings.
-    allowed = DELETION_POLICIES + (tuple(p.lower() for p in DELETION_POLICIES)
-                                   if "condition" in version.resource_keys else ())
-    if isinstance(deletion_policy, str) and deletion_policy not in allowed:
+    # Scalars parse to themselves: only maps and lists are walked.
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict | list):
+        metadata = parser.parse(metadata, (*path, "metadata"))
+    update_policy = body.get("update_policy")
+    if isinstance(update_policy, dict | list):
+        update_policy = parser.parse(update_policy, (*path, "update_policy"))
+    deletion_policy = body.get("deletion_policy", "Delete")
+    if isinstance(deletion_policy, dict | list):
+        deletion_policy = parser.parse(deletion_policy, (*path, "deletion_policy"))
+    if isinstance(deletion_policy, str) and deletion_policy not in parser.deletion_policies:
+        allowed = parser.deletion_policies
         problems.add((*path, "deletion_policy"), f"deletion_policy must be one of "
                      f"{', '.join(allowed)}, not {deletion_policy!r}", STRUCTURE)
-    external_id = parser.parse(body.get("external_id"), (*path, "external_id"))
+    external_id = body.get("external_id")
+    if isinstance(external_id, dict | list):
+        external_id = parser.parse(external_id, (*path, "external_id"))
     condition = None
     if body.get("condition") is not None:
         condition = parser.parse_condition(body["condition"], (*path, "condition"))
@@ -464,10 +479,10 @@ def _output(parser: _Parser, name: str, body: Mapping[str, Any]) -> OutputDefini
     parser.enter("outputs", name)
     start = len(parser.references)
     for key in body:
-        later = [v.name for v in VERSIONS if key in v.output_keys]
-        if later and key not in version.output_keys:
+        first = FIRST_WITH_OUTPUT_KEY.get(key)
+        if first is not None and key not in version.output_keys:
             parser.error((*path, key), f"'{key}' is not an output key in heat_template_version "
-                         f"{version.name} (available from {later[0]})", STRUCTURE)
+                         f"{version.name} (available from {first})", STRUCTURE)
     value = parser.parse(body.get("value"), (*path, "value"))
     condition = None
     if body.get("condition") is not None:

@@ -131,7 +131,7 @@ def check_structure(data: Any, kind: Kind, problems: Problems, prefix: tuple[Pat
     if data is None and kind == "environment":
         return True
     try:
-        validate(data)
+        validate(_unsettled_part(data, kind))
     except fastjsonschema.JsonSchemaValueException:
         pass
     else:
@@ -151,6 +151,105 @@ def check_structure(data: Any, kind: Kind, problems: Problems, prefix: tuple[Pat
     if not found:  # pragma: no cover - the two validators disagree: a bug in one of them
         problems.add(prefix, f"the {kind} does not have the expected structure", STRUCTURE)
     return False
+
+
+# The rules of the commonest resource entries, which a few type checks settle without the
+# compiled validator: used only while the schema says exactly this of them (see
+# :func:`_quick_resources`), so the schema stays the one place the rules are written.
+_QUICK_RULES: dict[str, Any] = {
+    "type": {"type": "string", "minLength": 1},
+    "properties": {"type": "object"},
+    "metadata": {"type": "object"},
+    "update_policy": {"type": "object"},
+    "depends_on": {"type": ["string", "array"], "items": {"type": "string"}},
+    "condition": {"type": ["string", "boolean", "object"], "minProperties": 1,
+                  "maxProperties": 1},
+    "description": {"type": "string"},
+}
+_ANNOTATIONS = frozenset({"title", "description", "markdownDescription", "examples",
+                          "x-message", "$comment", "default"})
+
+
+def _rules(node: Any, root: Mapping[str, Any]) -> Any:
+    """A schema without its annotations, its local references expanded."""
+    if isinstance(node, list):
+        return [_rules(item, root) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        node = {**root["$defs"][ref[len("#/$defs/"):]],
+                **{k: v for k, v in node.items() if k != "$ref"}}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in ("properties", "patternProperties") and isinstance(value, Mapping):
+            out[key] = {name: _rules(sub, root) for name, sub in value.items()}
+        else:
+            out[key] = _rules(value, root)
+    return out
+
+
+@cache
+def _quick_resources() -> bool:
+    """Whether the template schema's resource entries are what :func:`_settled_resource`
+    assumes: a map with a non-empty string ``type``, no other keys than those it names, and
+    for those the rules of ``_QUICK_RULES``."""
+    root = load_schema("template")
+    entry = _rules(root.get("properties", {}).get("resources", {}).get(
+        "additionalProperties"), root)
+    if not isinstance(entry, Mapping) or set(entry) != {
+            "type", "required", "additionalProperties", "properties"}:
+        return False
+    if entry["type"] != "object" or entry["required"] != ["type"] \
+            or entry["additionalProperties"] is not False:
+        return False
+    properties = entry["properties"]
+    return all(properties.get(key) == rule for key, rule in _QUICK_RULES.items())
+
+
+def _settled_resource(entry: Any) -> bool:
+    """Whether a resource entry is valid by the rules of ``_QUICK_RULES`` alone (False:
+    the compiled validator decides)."""
+    if type(entry) is not dict:
+        return False
+    rtype = entry.get("type")
+    if type(rtype) is not str or not rtype:
+        return False
+    for key, value in entry.items():
+        if key == "type":
+            continue
+        if key == "properties" or key == "metadata" or key == "update_policy":
+            if type(value) is not dict:
+                return False
+        elif key == "description":
+            if type(value) is not str:
+                return False
+        elif key == "depends_on":
+            if type(value) is not str and not (
+                    type(value) is list and all(type(item) is str for item in value)):
+                return False
+        elif key == "condition":
+            if type(value) is not str and type(value) is not bool and not (
+                    type(value) is dict and len(value) == 1):
+                return False
+        else:
+            return False
+    return True
+
+
+def _unsettled_part(data: Any, kind: Kind) -> Any:
+    """The document without the resource entries :func:`_settled_resource` settles: the
+    compiled validator's verdict on the rest is its verdict on the whole (nothing in the
+    schema relates one entry to another), and costs a fraction on large templates."""
+    if kind != "template" or not isinstance(data, dict) or not _quick_resources():
+        return data
+    resources = data.get("resources")
+    if not isinstance(resources, dict):
+        return data
+    return {**data, "resources": {name: entry for name, entry in resources.items()
+                                  if not _settled_resource(entry)}}
 
 
 @cache

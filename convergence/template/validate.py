@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from convergence.template.collector import collector_paused
 from convergence.template.common_constraints import COMMON_CONSTRAINTS
 from convergence.template.constraints import CustomConstraints
 from convergence.template.dependencies import (
@@ -44,10 +45,11 @@ from convergence.template.files import file_key, is_template_reference
 from convergence.template.functions.base import has_calls
 from convergence.template.model import Template, guards_hold
 from convergence.template.parameters import ParameterSchema, resolve_values
-from convergence.template.parse import DELETION_POLICIES, _suggest, parse_collecting
+from convergence.template.parse import _suggest, parse_collecting
 from convergence.template.properties import TypeCatalog, TypeSchema, check_properties
 from convergence.template.resolve import StackIdentity, TemplateResolver, UnknownValue
 from convergence.template.source import DEFAULT_LIMITS, Limits
+from convergence.template.versions import deletion_policies
 
 NESTED_ATTRIBUTES = frozenset({"OS::stack_id", "OS::stack_name"})
 
@@ -80,6 +82,7 @@ class _Options:
     parsed: dict[str, tuple[Template | None, Problems]] = field(default_factory=dict)
 
 
+@collector_paused()
 def validate_stack(
     template: Template | str | bytes | Mapping[str, Any],
     *,
@@ -137,9 +140,20 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
     types: dict[str, str] = {}
     schemas: dict[str, TypeSchema | Template | None] = {}
     nested: dict[str, StackDefinition] = {}
+    registry = env.resource_registry
+    # What a type maps to, for the resources the registry has no section of their own for:
+    # worked out once per type, not once per resource.
+    mapped: dict[str, str] = {}
     for name, defn in enabled.items():
         path: Path = ("resources", name)
-        effective = _effective_type(env, name, defn.type, path, problems) if defn.type else None
+        effective: str | None = None
+        if defn.type:
+            own = name in registry.resources
+            effective = None if own else mapped.get(defn.type)
+            if effective is None:
+                effective = _effective_type(env, name, defn.type, path, problems)
+                if effective is not None and not own:
+                    mapped[defn.type] = effective
         if effective is None:
             continue
         types[name] = effective
@@ -217,8 +231,7 @@ def _check_deletion_policy(resolver: TemplateResolver, name: str, schema: TypeSc
             if not opts.quiet_evaluation:
                 problems.absorb(exc)
             return
-        allowed = DELETION_POLICIES + (tuple(p.lower() for p in DELETION_POLICIES)
-                                       if "condition" in resolver.version.resource_keys else ())
+        allowed = deletion_policies(resolver.version)
         if policy not in allowed:
             problems.add(path, f"deletion_policy must be one of {', '.join(allowed)}, not "
                          f"{policy!r}", STRUCTURE)

@@ -8,9 +8,10 @@ sections and keys are allowed) and the resolver (version-dependent behaviour).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from convergence.template.functions import collections as col
 from convergence.template.functions import conditions as cnd
@@ -174,3 +175,26 @@ def lookup_version(value: object) -> TemplateVersion | None:
     if not isinstance(value, str):
         return None
     return _BY_KEY.get(value.strip())
+
+
+DELETION_POLICIES = ("Delete", "Retain", "Snapshot")
+
+
+def _first_versions(keys_of: Callable[[TemplateVersion], frozenset[str]]) -> dict[Any, str]:
+    """For each key some version allows, the first version that does (for messages)."""
+    first: dict[Any, str] = {}
+    for v in VERSIONS:
+        for key in keys_of(v):
+            first.setdefault(key, v.name)
+    return first
+
+
+FIRST_WITH_SECTION = _first_versions(lambda v: v.sections)
+FIRST_WITH_RESOURCE_KEY = _first_versions(lambda v: v.resource_keys)
+FIRST_WITH_OUTPUT_KEY = _first_versions(lambda v: v.output_keys)
+
+
+def deletion_policies(version: TemplateVersion) -> tuple[str, ...]:
+    """The deletion policies a version allows: Newton added the lower-case spellings."""
+    return DELETION_POLICIES + (tuple(p.lower() for p in DELETION_POLICIES)
+                                if "condition" in version.resource_keys else ())
