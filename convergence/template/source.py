@@ -4,7 +4,10 @@ Used by the template and environment loaders. Refuses, with the line and column 
 malformed YAML or JSON, documents over the size limit, nesting deeper than the depth limit, and
 YAML alias bombs and recursive anchors.
 
-YAML is read from libyaml's event stream and built here without recursion, for three reasons:
+YAML in the plain block subset large templates are written in is read by
+:mod:`convergence.template.plain_yaml`, several times faster; any other YAML (and any YAML that
+is refused: errors always come from here) is read from libyaml's event stream and built here
+without recursion, for three reasons:
 libyaml's composer recurses in C and crashes the process on a deep enough document; counting
 the expanded size of aliases while building stops a billion-laughs document after a bounded
 amount of work; and resolving plain scalars with a table is several times faster than PyYAML's
@@ -15,14 +18,15 @@ strings, as in Heat (``heat_template_version: 2016-10-14`` is a string).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from convergence.template.collector import collector_paused
 from convergence.template.errors import SYNTAX, TemplateError
+from convergence.template.plain_yaml import BOOLEANS, plain_scalar, read_plain, to_float
 
 try:  # libyaml's parser; the pure-Python one behaves the same, only slower.
     from yaml import CSafeLoader as _Loader
@@ -44,68 +48,11 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
-_BOOL = {
-    "yes": True, "Yes": True, "YES": True, "true": True, "True": True, "TRUE": True,
-    "on": True, "On": True, "ON": True,
-    "no": False, "No": False, "NO": False, "false": False, "False": False, "FALSE": False,
-    "off": False, "Off": False, "OFF": False,
-}  # fmt: skip
-_NULL = {"", "~", "null", "Null", "NULL"}
-_INT = re.compile(r"[-+]?(?:0|[1-9][0-9_]*)\Z")
-_INT_OTHER = re.compile(
-    r"[-+]?(?:0b[0-1_]+|0[0-7_]+|0x[0-9a-fA-F_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+)\Z")
-_FLOAT = re.compile(
-    r"[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?\Z"
-    r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?\Z"
-    r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*\Z"
-    r"|[-+]?\.(?:inf|Inf|INF)\Z|\.(?:nan|NaN|NAN)\Z"
-)
-_NUMERIC_START = frozenset("0123456789+-.")
-
-
-def _plain_scalar(text: str) -> Any:
-    """Resolve an untagged plain scalar the way YAML 1.1 (PyYAML) does, timestamps excepted."""
-    if not text or text in _NULL:
-        return None
-    first = text[0]
-    if first in _NUMERIC_START:
-        if _INT.match(text):
-            return int(text.replace("_", ""))
-        if _FLOAT.match(text):
-            return _to_float(text)
-        if _INT_OTHER.match(text):
-            return _to_int_other(text)
-        return text
-    value = _BOOL.get(text)
-    if value is not None:
-        return value
-    return text
-
-
-def _construct(tag: str, text: str) -> Any:
-    """The rare scalar forms (sexagesimal, octal, .inf) through PyYAML's own constructor."""
-    loader = yaml.SafeLoader("")
-    try:
-        node = yaml.ScalarNode(f"tag:yaml.org,2002:{tag}", text)
-        return loader.construct_yaml_float(node) if tag == "float" else \
-            loader.construct_yaml_int(node)
-    finally:
-        loader.dispose()
-
-
-def _to_float(text: str) -> float:
-    return float(_construct("float", text))
-
-
-def _to_int_other(text: str) -> int:
-    return int(_construct("int", text))
-
-
 _TAGGED: dict[str, Callable[[str], Any]] = {
     "tag:yaml.org,2002:str": str,
-    "tag:yaml.org,2002:int": lambda s: int(_plain_scalar(s)),
-    "tag:yaml.org,2002:float": lambda s: float(_plain_scalar(s) if s[:1] != "." else _to_float(s)),
-    "tag:yaml.org,2002:bool": lambda s: bool(_BOOL.get(s, False)),
+    "tag:yaml.org,2002:int": lambda s: int(plain_scalar(s)),
+    "tag:yaml.org,2002:float": lambda s: float(plain_scalar(s) if s[:1] != "." else to_float(s)),
+    "tag:yaml.org,2002:bool": lambda s: bool(BOOLEANS.get(s, False)),
     "tag:yaml.org,2002:null": lambda s: None,
     "tag:yaml.org,2002:timestamp": str,
     "!": str,
@@ -193,7 +140,7 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
             if cls is yaml.ScalarEvent:
                 if event.tag is None or event.tag == "?":
                     # libyaml marks plain scalars with style '' (PyYAML's parser with None).
-                    value = _plain_scalar(event.value) if event.implicit[0] and not event.style \
+                    value = plain_scalar(event.value) if event.implicit[0] and not event.style \
                         else event.value
                 else:
                     convert = _TAGGED.get(event.tag)
@@ -268,6 +215,7 @@ def _check_json_depth(data: Any, what: str, limits: Limits) -> None:
         todo.extend((c, depth + 1) for c in children)
 
 
+@collector_paused()
 def load_document(source: str | bytes, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Parse one YAML or JSON document (JSON when it starts with ``{``, as Heat decides)."""
     size = len(source)
@@ -292,7 +240,8 @@ def load_document(source: str | bytes, what: str, limits: Limits = DEFAULT_LIMIT
                         ) from None
         _check_json_depth(data, what, limits)
         return data
-    return _load_yaml(source, what, limits)
+    data = read_plain(source, limits.max_depth)
+    return data if data is not None else _load_yaml(source, what, limits)
 
 
 def _too_big(what: str, size: int, limits: Limits) -> TemplateError:
