@@ -4,8 +4,9 @@
     python benchmarks/engine_scale.py --shapes wide --sizes 10000
     python benchmarks/engine_scale.py --mode distributed --workers 2   # PostgreSQL + Redis
 
-Shapes: ``wide`` (no dependencies), ``chain`` (each on the one before) and ``layered`` (10
-layers, each resource on two of the layer before). Resources are ``OS::Heat::None``. Each run
+Shapes: ``wide`` (no dependencies), ``chain`` (each on the one before), ``layered`` (10
+layers, each resource on two of the layer before), ``group`` (one ``OS::Heat::ResourceGroup``
+of all of them) and ``groups`` (groups of 1,000). Resources are ``OS::Heat::None``. Each run
 is a fresh process and a fresh database. Per phase: wall seconds, resources per second, SQL
 statements and transactions per resource (the client process and, in distributed mode, every
 worker), messages per resource (work items dispatched), and peak resident memory per process.
@@ -27,18 +28,33 @@ from typing import Any
 PHASES = ("create", "update", "delete")
 
 
+GROUP_SIZE = 1000  # members of each group of the ``groups`` shape
+
+
 def template(n: int, shape: str, value: str) -> str:
+    """The stack's template: ``n`` no-op resources in ``shape``. Written piece by piece (a
+    million resources as one dict would weigh more than the engine that reads them)."""
+    if shape in ("group", "groups"):
+        size = n if shape == "group" else min(GROUP_SIZE, n)
+        member = {"type": "OS::Heat::None", "properties": {"value": f"{value}%index%"}}
+        groups = {f"g{i}": {"type": "OS::Heat::ResourceGroup",
+                            "properties": {"count": size, "resource_def": member}}
+                  for i in range(max(n // size, 1))}
+        return json.dumps({"heat_template_version": "2018-08-31", "resources": groups})
     layer = max(n // 10, 1)
-    resources: dict[str, Any] = {}
+    parts = []
     for i in range(n):
-        body: dict[str, Any] = {"type": "OS::Heat::None", "properties": {"value": f"{value}{i}"}}
+        deps = ""
         if shape == "chain" and i > 0:
-            body["depends_on"] = [f"r{i - 1}"]
+            deps = f', "depends_on": ["r{i - 1}"]'
         elif shape == "layered" and i >= layer:
             prev = (i // layer - 1) * layer
-            body["depends_on"] = sorted({f"r{prev + i % layer}", f"r{prev + (i + 1) % layer}"})
-        resources[f"r{i}"] = body
-    return json.dumps({"heat_template_version": "2018-08-31", "resources": resources})
+            names = sorted({f"r{prev + i % layer}", f"r{prev + (i + 1) % layer}"})
+            deps = ', "depends_on": ' + json.dumps(names)
+        parts.append(f'"r{i}": {{"type": "OS::Heat::None", '
+                     f'"properties": {{"value": "{value}{i}"}}{deps}}}')
+    return ('{"heat_template_version": "2018-08-31", "resources": {'
+            + ", ".join(parts) + "}}")
 
 
 class Counting:
@@ -80,7 +96,7 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
         counter.reset()
         before = _worker_figures(stats_dir)
         counting.messages = 1  # the request's own message
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if phase == "create":
             stack = stacks.create_stack(rt, "bench", "s", template(n, shape, "a"))
         elif phase == "update":
@@ -89,6 +105,7 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
             stack = stacks.delete_stack(rt, "bench", "s")
         stack = running.wait_for_stack(rt, "bench", stack.id)
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         counts = counter.snapshot()
         statements, transactions, messages = (counts.statements, counts.transactions,
                                               counting.messages)
@@ -99,7 +116,7 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
             transactions += after["transactions"] - before["transactions"]
             messages = counting.messages + after["sent"] - before["sent"]
         results.append({
-            "phase": phase, "status": stack.stack_status, "wall": wall,
+            "phase": phase, "status": stack.stack_status, "wall": wall, "cpu": cpu,
             "statements": statements, "transactions": transactions, "messages": messages,
         })
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -125,6 +142,34 @@ def _counted(execute: Any, counting: Counting) -> Any:
     return wrapped
 
 
+def measure(n: int, shape: str, mode: str, workers: int = 2) -> dict[str, Any]:
+    """One stack of ``n`` resources in ``shape`` created, updated and deleted in a fresh
+    process on a fresh database (``distributed``: PostgreSQL, Redis and ``workers`` worker
+    processes); returns the phases' figures and the peak memory (MiB) of every process."""
+    with tempfile.TemporaryDirectory() as folder:
+        cluster = None
+        if mode == "embedded":
+            url, broker = f"sqlite:///{folder}/bench.db", "-"
+        else:
+            sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+            from distributed import start_cluster
+
+            url, broker, cluster = start_cluster(folder, workers)
+        try:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(n), shape, mode, url, broker],
+                check=True, capture_output=True, text=True,
+                env={**os.environ, "PYTHONPATH": os.getcwd(),
+                     **({"CONVERGENCE_STATS_DIR": str(cluster.stats)} if cluster else {})},
+            ).stdout
+            report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+            report["peaks"] = [report["peak_mib"], *(cluster.peaks() if cluster else [])]
+        finally:
+            if cluster is not None:
+                cluster.stop()
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["wide", "chain", "layered"])
@@ -142,28 +187,8 @@ def main() -> None:
           f"{'stmt/res':>8} {'txn/res':>7} {'msg/res':>7} {'peak MiB':>8}")
     for shape in args.shapes:
         for n in args.sizes:
-            with tempfile.TemporaryDirectory() as folder:
-                if args.mode == "embedded":
-                    url, broker, workers = f"sqlite:///{folder}/bench.db", "-", None
-                else:
-                    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-                    from distributed import start_cluster
-
-                    url, broker, workers = start_cluster(folder, args.workers)
-                try:
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--child", str(n), shape, args.mode, url,
-                         broker], check=True, capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": os.getcwd(),
-                             **({"CONVERGENCE_STATS_DIR": str(workers.stats)} if workers
-                                else {})}).stdout
-                    report = json.loads(out.strip().splitlines()[-1])
-                    peaks = f"{report['peak_mib']:.0f}"
-                    if workers is not None:
-                        peaks += "/" + "/".join(f"{p:.0f}" for p in workers.peaks())
-                finally:
-                    if workers is not None:
-                        workers.stop()
+            report = measure(n, shape, args.mode, args.workers)
+            peaks = "/".join(f"{p:.0f}" for p in report["peaks"])
             for r in report["results"]:
                 print(f"{shape:8} {n:>6} {r['phase']:7} {r['status']:16} {r['wall']:>7.2f} "
                       f"{n / r['wall']:>8.0f} {r['statements'] / n:>8.2f} "
