@@ -21,6 +21,7 @@ import bisect
 import itertools
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -133,6 +134,7 @@ _NOT_A_STRING = re.compile(
 
 # libyaml refuses a key longer than 1,024 characters ("could not find expected ':'").
 _KEY_LENGTH = 1000
+_CHUNK = 1 << 20  # characters of lines split at a time
 _CACHED = 4096  # scalars remembered per document: keys and common values, resolved once each
 _MISSING = object()
 
@@ -234,9 +236,7 @@ class _Reader:
         return values
 
     def read(self, text: str) -> Any:
-        rows = _ROWS.findall(text)
-        if len(rows) != text.count("\n") + 1:
-            raise _NotPlain
+        rows = itertools.chain.from_iterable(_rows(text))
         max_depth = self.max_depth
         cache = self.scalars
         scalar = self.scalar
@@ -334,6 +334,21 @@ class _Reader:
             for (holder, slot), flow_value in zip(flow_slots, values, strict=True):
                 holder[slot] = flow_value
         return outer[0][0] if outer else None
+
+
+def _rows(text: str) -> Iterator[list[tuple[str, ...]]]:
+    """The lines of a document as ``_ROWS`` splits them, a chunk of lines at a time (all at
+    once, the tuples of a million-resource template would weigh more than its data)."""
+    pos, size = 0, len(text)
+    while pos <= size:
+        end = text.find("\n", pos + _CHUNK)
+        end = size if end < 0 else end
+        chunk = text[pos:end]
+        rows = _ROWS.findall(chunk)
+        if len(rows) != chunk.count("\n") + 1:
+            raise _NotPlain  # pragma: no cover - every line matches one of the alternatives
+        yield rows
+        pos = end + 1
 
 
 def _flows_as_json(texts: list[str]) -> list[Any] | None:

@@ -178,3 +178,13 @@ def test_generated_documents_and_their_mutations(data: Any, flow: bool | None,
             raise AssertionError(f"the fast reader read what libyaml refuses:\n{candidate}\n"
                                  f"{exc}") from None
         assert fast == expected and repr(fast) == repr(expected), candidate
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_lines_split_a_chunk_at_a_time_read_alike(chunk: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "".join(f"r{i}:\n  type: T\n  properties: {{v: [a{i}, 'b']}}\n  d:\n  - x\n"
+                   for i in range(40))
+    expected = same(text)
+    monkeypatch.setattr("convergence.template.plain_yaml._CHUNK", chunk)
+    assert read_plain(text, LIMITS.max_depth) == expected
