@@ -40,14 +40,28 @@ class TemplateContent:
 
 
 def template_id(content: TemplateContent) -> str:
-    """The content address of a desired state."""
+    """The content address of a desired state: the SHA-256 of its canonical JSON (keys
+    sorted, compact), ``{"environments":...,"files":...,"parameters":...,"text":"..."}``.
+
+    The text, last in that order, is escaped and hashed a piece at a time: a large template
+    is not copied twice more (escaped, then encoded) to be hashed. JSON escapes each
+    character on its own, so the digest is the one of the whole document."""
     body: dict[str, Any] = {
-        "text": content.text, "files": dict(content.files),
-        "environments": list(content.environments), "parameters": dict(content.parameters)}
+        "files": dict(content.files), "environments": list(content.environments),
+        "parameters": dict(content.parameters)}
     if content.scaling:  # absent when empty: the ids of contents stored before stay the same
         body["scaling"] = dict(content.scaling)
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    head = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.sha256(head[:-1].encode())
+    digest.update(b',"text":"')
+    text = content.text
+    for start in range(0, len(text), _HASHED_AT_ONCE):
+        digest.update(json.dumps(text[start:start + _HASHED_AT_ONCE])[1:-1].encode())
+    digest.update(b'"}')
+    return digest.hexdigest()
+
+
+_HASHED_AT_ONCE = 1 << 20  # characters of a template's text escaped and hashed at a time
 
 
 @dataclass(frozen=True, slots=True)

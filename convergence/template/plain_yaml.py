@@ -135,6 +135,7 @@ _NOT_A_STRING = re.compile(
 # libyaml refuses a key longer than 1,024 characters ("could not find expected ':'").
 _KEY_LENGTH = 1000
 _CHUNK = 1 << 20  # characters of lines split at a time
+_FLOW_BATCH = 10_000  # flow collections read as one JSON document
 _CACHED = 4096  # scalars remembered per document: keys and common values, resolved once each
 _MISSING = object()
 
@@ -218,19 +219,22 @@ class _Reader:
             starts = list(itertools.accumulate((len(t) + 1 for t in texts), initial=0))
             slow.update(bisect.bisect_right(starts, m.start()) - 1
                         for m in _FLOW_NOT_JSON.finditer(joined))
-        fast = [i for i in range(len(texts)) if i not in slow] if slow else range(len(texts))
+        fast = [i for i in range(len(texts)) if i not in slow]
         values: list[Any] = [None] * len(texts)
-        read = _flows_as_json([texts[i] for i in fast])
-        if read is None:  # some need YAML's rules: each on its own
-            for i in fast:
-                one = _flows_as_json([texts[i]])
-                if one is None:
-                    slow.add(i)
-                else:
-                    values[i] = one[0]
-        else:
-            for i, value in zip(fast, read, strict=True):
-                values[i] = value
+        # In batches: the pieces a batch is cut into outweigh the values it gives.
+        for start in range(0, len(fast), _FLOW_BATCH):
+            batch = fast[start:start + _FLOW_BATCH]
+            read = _flows_as_json([texts[i] for i in batch])
+            if read is None:  # some need YAML's rules: each on its own
+                for i in batch:
+                    one = _flows_as_json([texts[i]])
+                    if one is None:
+                        slow.add(i)
+                    else:
+                        values[i] = one[0]
+            else:
+                for i, value in zip(batch, read, strict=True):
+                    values[i] = value
         for i in slow:
             values[i] = self.flow(texts[i], depths[i])
         return values
