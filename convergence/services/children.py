@@ -32,6 +32,7 @@ from convergence.ports.views import StackView, TemplateContent, template_id
 from convergence.services.admission import check_content
 from convergence.services.context import Attached
 from convergence.services.stacks import start
+from convergence.services.templates import store_template
 from convergence.template import StackDefinition, TemplateError
 from convergence.template.nesting import ChildTemplate
 
@@ -101,7 +102,7 @@ class ChildStackService(Attached):
             again = tx.child_stack(record_id)
             if again is not None and again.deleted_at is None:
                 return again, None
-            tid = tx.put_template(content, description=definition.template.description or "")
+            tid = store_template(tx, content, definition)
             tx.insert_stack(child_id, parent.tenant, name,
                             timeout_mins=timeout_mins or parent.timeout_mins,
                             disable_rollback=True)
@@ -149,7 +150,7 @@ class ChildStackService(Attached):
                 return stack, None
             if stack.action == "DELETE" and stack.status == "IN_PROGRESS":
                 raise ResourceFailure(f"nested stack {stack.name} is being deleted")
-            tx.put_template(content, description=definition.template.description or "")
+            store_template(tx, content, definition)
             if timeout_mins is not None and timeout_mins != stack.timeout_mins:
                 tx.update_stack(stack.id, timeout_mins=timeout_mins)
                 stack = self._mine(tx, parent_id, child_id)

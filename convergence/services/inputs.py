@@ -7,9 +7,10 @@ create preview's parameters) and the CLI's embedded client (``convergence.cli.lo
 both modes and the API answer alike.
 
 A stack list reads the descriptions kept beside the templates (one short column, one query for
-the whole page), not the template bodies; only templates stored before that column existed are
-parsed. Parameter values come from the stack's definition, which the engine's cache holds
-already when the stack has run in this process.
+the whole page), not the template bodies, and a stack show the parameters kept beside them
+(:func:`definition_parameters` of the definition, when the template was stored); only
+templates stored before those were kept are parsed (their definitions, which the engine's
+cache holds already when the stack has run in this process).
 """
 
 from __future__ import annotations
@@ -104,11 +105,14 @@ def pseudo_parameters(stack: StackView) -> dict[str, str]:
 def stack_parameters(rt: Runtime, stack: StackView) -> dict[str, str]:
     """The ``parameters`` of Heat's stack show: every parameter's effective value, then the
     pseudo-parameters."""
-    shown: dict[str, str] = {}
+    shown: dict[str, str] | None = None
     if stack.template_id:
-        try:
-            shown = definition_parameters(rt.engine.definitions.get(stack.template_id))
-        except TemplateError:
-            content = stack_content(rt, stack)
-            shown = _given_parameters(content) if content is not None else {}
-    return {**shown, **pseudo_parameters(stack)}
+        with rt.store.read() as tx:
+            shown = tx.shown_parameters(stack.template_id)
+        if shown is None:  # a template stored before they were kept with it
+            try:
+                shown = definition_parameters(rt.engine.definitions.get(stack.template_id))
+            except TemplateError:
+                content = stack_content(rt, stack)
+                shown = _given_parameters(content) if content is not None else {}
+    return {**(shown or {}), **pseudo_parameters(stack)}

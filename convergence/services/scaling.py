@@ -30,6 +30,7 @@ from convergence.ports.views import NewEvent, RecordView, template_id
 from convergence.services.heat_shapes import current_records
 from convergence.services.queries import locked_stack, stack_or_404
 from convergence.services.stacks import start
+from convergence.services.templates import store_template
 
 if TYPE_CHECKING:
     from convergence.services.context import Runtime
@@ -100,7 +101,7 @@ def signal_resource(rt: Runtime, tenant: str, name_or_id: str, resource: str,
                 tid = template_id(new)
                 rt.engine.definitions.put(tid, dataclasses.replace(
                     definition, scaling=dict(new.scaling)))
-                tx.put_template(new, description=definition.template.description or "")
+                store_template(tx, new, definition)
                 traversal = begin_traversal(
                     tx, locked, "UPDATE", tid,
                     reason=f"Stack UPDATE started: {outcome[0]} (signal to {policy.name})")

@@ -1,7 +1,8 @@
 """Templates as the use cases take them: validating one (Heat's ``template validate``), and
 accepting a request's template content before anything is stored.
 
-Callers: ``convergence.services.stacks`` (create and update accept their content here),
+Callers: ``convergence.services.stacks`` (create and update accept and store their content
+here; nested stacks and scaling store theirs with :func:`store_template`),
 ``convergence.services.preview`` (what an update asks for), the API's ``POST /validate``
 (``convergence.api.stacks``) and the CLI's embedded client (``template validate``,
 ``convergence.cli.local``; the resource type commands read :func:`default_catalog`).
@@ -20,10 +21,12 @@ from convergence.ports.store import Tx
 from convergence.ports.views import TemplateContent, template_id
 from convergence.services.admission import SizeLimits, check_content, check_sizes
 from convergence.services.heat_shapes import describe_parameter
+from convergence.services.inputs import definition_parameters
 from convergence.template import (
     DEFAULT_LIMITS,
     Environment,
     Problems,
+    StackDefinition,
     TemplateError,
     TypeCatalog,
     parse_environment,
@@ -159,7 +162,15 @@ def accept(rt: Runtime, content: TemplateContent, scope: CloudScope = DEFAULT_SC
 
 
 def put_template(rt: Runtime, tx: Tx, content: TemplateContent) -> str:
-    """Store accepted content with its template's description (from the definition
-    :func:`accept` built: no second parse)."""
+    """Store accepted content with what reads show of it (from the definition :func:`accept`
+    built: no second parse)."""
     definition = rt.engine.definitions.get(template_id(content), lambda _: content)
-    return tx.put_template(content, description=definition.template.description or "")
+    return store_template(tx, content, definition)
+
+
+def store_template(tx: Tx, content: TemplateContent, definition: StackDefinition) -> str:
+    """Store content with what a stack list and a stack show read of it, taken from its
+    definition: the template's description, and every parameter's value as a show gives it
+    (so that no read parses the template: a big one takes a minute to build)."""
+    return tx.put_template(content, description=definition.template.description or "",
+                           shown_parameters=definition_parameters(definition))

@@ -8,7 +8,8 @@ reaches them: the engine goes through the ports' ``Store`` protocol. Times are e
 arithmetic.
 
 - ``templates``: what a stack should be, immutable and content-addressed (template text,
-  files, environment documents, parameter values), with the template's description.
+  files, environment documents, parameter values), with the template's description and its
+  parameters as a stack show gives them.
 - ``stacks``: a tenant's named desired state, with its generation counters and outcome; a
   nested stack names its parent stack and the resource record that made it.
 - ``resources``: one row per physical resource *version* (a replacement and what it replaces
@@ -68,7 +69,6 @@ class TemplateRow(Base):
     __tablename__ = "templates"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the content
-    text: Mapped[str] = mapped_column(Text)
     files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     environments: Mapped[list[Any]] = mapped_column(JSON, default=list)
     parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -78,6 +78,15 @@ class TemplateRow(Base):
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
     # What the autoscaler decided (``TemplateContent.scaling``); None: nothing.
     scaling: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Every parameter's value as a stack show gives it (hidden ones masked), written with
+    # the template so that a show parses no template; None: stored before migration 0018.
+    shown_parameters: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Last (migration 0018): SQLite keeps a row's columns in this order, and a big text spills
+    # into a chain of overflow pages that must be walked to reach any column after it (60 MB
+    # of pages for a 1,000,000-resource template, on every stack list and show). A column
+    # added later goes before it (SQLite's ADD COLUMN appends: a migration rebuilds the table
+    # there, as 0018 does; ``tests/store/test_migrations.py`` checks the order).
+    text: Mapped[str] = mapped_column(Text)
 
 
 class StackRow(Base):

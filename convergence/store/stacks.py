@@ -8,7 +8,7 @@ API's statistics. A template is stored once, addressed by the hash of its conten
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, update
@@ -22,9 +22,11 @@ from convergence.store.rows import CHUNK, T_RES, T_STACK, T_TEMPLATE, TxPart, ch
 
 class StackQueries(TxPart):
     # templates ----------------------------------------------------------------------------
-    def put_template(self, content: TemplateContent, description: str | None = None) -> str:
+    def put_template(self, content: TemplateContent, description: str | None = None,
+                     shown_parameters: Mapping[str, str] | None = None) -> str:
         """Store a desired state once (its id is its hash); ``description``: its template's,
-        kept beside it for the stack list."""
+        kept beside it for the stack list; ``shown_parameters``: its parameters as a stack
+        show gives them, kept so that a show parses no template."""
         tid = template_id(content)
         exists = self.conn.execute(select(T_TEMPLATE.c.id).where(T_TEMPLATE.c.id == tid))
         if exists.first() is None:
@@ -34,7 +36,9 @@ class StackQueries(TxPart):
                 id=tid, text=content.text, files=dict(content.files),
                 environments=list(content.environments), parameters=dict(content.parameters),
                 created_at=self.now, description=description,
-                scaling=dict(content.scaling) if content.scaling else None))
+                scaling=dict(content.scaling) if content.scaling else None,
+                shown_parameters=dict(shown_parameters) if shown_parameters is not None
+                else None))
         return tid
 
     def template_descriptions(self, tids: Iterable[str]) -> dict[str, str | None]:
@@ -46,6 +50,13 @@ class StackQueries(TxPart):
                                      .where(T_TEMPLATE.c.id.in_(chunk)))
             found.update({row.id: row.description for row in rows})
         return found
+
+    def shown_parameters(self, tid: str) -> dict[str, str] | None:
+        """The template's parameters as a stack show gives them (None: stored before they
+        were kept). Like the description, read without the template's text."""
+        shown = self.conn.execute(select(T_TEMPLATE.c.shown_parameters)
+                                  .where(T_TEMPLATE.c.id == tid)).scalar()
+        return dict(shown) if shown is not None else None
 
     def template(self, tid: str) -> TemplateContent:
         row = self.conn.execute(select(T_TEMPLATE).where(T_TEMPLATE.c.id == tid)).one()

@@ -8,6 +8,7 @@ The API through FastAPI's TestClient over an embedded runtime, as in ``test_stac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,56 @@ def test_the_list_reads_descriptions_from_their_column(client: TestClient,
     with rt.store.engine.begin() as conn:
         conn.execute(sa.text("UPDATE templates SET description = NULL"))
     assert listed(client) == {"web": "every kind of parameter"}
+
+
+def stored_parameters(rt: Runtime) -> list[Any]:
+    with rt.store.engine.connect() as conn:
+        return [json.loads(v) if v is not None else None for v in conn.execute(sa.text(
+            "SELECT shown_parameters FROM templates ORDER BY created_at")).scalars()]
+
+
+def test_stack_show_reads_the_parameters_kept_with_the_template(
+        client: TestClient, rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack_id = create(client, rt, "web", TEMPLATE, parameters={"given_secret": "hunter2"})
+    path = f"{BASE}/stacks/web/{stack_id}"
+    shown = client.get(path).json()["stack"]["parameters"]
+
+    # Kept as the show gives them, hidden ones masked: no secret is written there.
+    [kept] = stored_parameters(rt)
+    assert kept == {k: v for k, v in shown.items() if not k.startswith("OS::")}
+    assert kept["given_secret"] == kept["password"] == "******"
+
+    # A show builds no definition (a process that never saw the template, a big template):
+    # what it gives is the column's.
+    def no_parse(*_: object, **__: object) -> None:
+        raise AssertionError("the show built the template's definition")
+
+    monkeypatch.setattr(rt.engine.definitions, "get", no_parse)
+    assert client.get(path).json()["stack"]["parameters"] == shown
+    with rt.store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE templates SET shown_parameters = :v"),
+                     {"v": json.dumps({"name": "from the column"})})
+    assert client.get(path).json()["stack"]["parameters"] == {
+        "name": "from the column",
+        "OS::stack_id": stack_id, "OS::stack_name": "web", "OS::project_id": "tenantA"}
+
+    # A template stored before they were kept (NULL): its definition gives them, as before.
+    monkeypatch.undo()
+    with rt.store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE templates SET shown_parameters = NULL"))
+    assert client.get(path).json()["stack"]["parameters"] == shown
+
+
+def test_nested_stacks_templates_keep_their_parameters_too(client: TestClient,
+                                                           rt: Runtime) -> None:
+    inner = {"heat_template_version": "2018-08-31",
+             "parameters": {"v": {"type": "string"}, "key": {"type": "string", "hidden": True,
+                                                            "default": "k"}},
+             "resources": {"r": {"type": "OS::Heat::None"}}}
+    create(client, rt, "outer", {
+        "heat_template_version": "2018-08-31",
+        "resources": {"s": {"type": "OS::Heat::Stack",
+                            "properties": {"template": json.dumps(inner),
+                                           "parameters": {"v": "x"}}}}})
+
+    assert stored_parameters(rt) == [{}, {"v": "x", "key": "******"}]

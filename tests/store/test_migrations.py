@@ -41,7 +41,7 @@ from tests.conftest_services import postgres_url, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_store"
 # The newest migration: every upgrade below must end there.
-HEAD = "0017"
+HEAD = "0018"
 STORE = Path(__file__).resolve().parents[2] / "convergence" / "store"
 
 
@@ -323,3 +323,39 @@ def test_an_existing_database_downgraded_to_base_leaves_no_test_entities(
     _legacy_test_entities(engine)
     downgrade(engine, "base")
     assert tables(engine) == {"alembic_version"}
+
+
+def test_an_existing_database_keeps_its_templates_and_their_stacks(engine: sa.Engine) -> None:
+    """0018 rebuilds ``templates`` on SQLite (the text last): the rows, and the stacks that
+    refer to them, are kept; a template stored before has no shown parameters (NULL)."""
+    upgrade(engine, "0017")
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO templates (id, text, files, environments, parameters, created_at,"
+            " description) VALUES ('t1', 'heat_template_version: 2018-08-31', '{}', '[]',"
+            " '{\"size\": 3}', 1.0, 'kept')"))
+        conn.execute(sa.text(
+            "INSERT INTO stacks (id, name, tenant, generation, observed_generation, action,"
+            " status, status_reason, outputs, disable_rollback, created_at, updated_at,"
+            " template_id) VALUES ('s1', 'web', 't1', 1, 1, 'CREATE', 'COMPLETE', '', '{}',"
+            " false, 1.0, 1.0, 't1')"))
+    assert upgrade(engine) == HEAD
+    assert differences(engine) == []
+    with engine.connect() as conn:
+        assert conn.execute(sa.text(
+            "SELECT id, text, description, shown_parameters FROM templates")).all() == [
+            ("t1", "heat_template_version: 2018-08-31", "kept", None)]
+        assert conn.execute(sa.text("SELECT template_id FROM stacks")).all() == [("t1",)]
+        if engine.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+
+
+def test_a_template_text_is_the_last_column_on_sqlite(sqlite_engine: sa.Engine) -> None:
+    """SQLite reaches a column after a big text through the text's overflow pages (megabytes
+    for a big template): a stack list or show reads only the columns before it. A migration
+    that adds a column to ``templates`` must rebuild the table there (as 0018 does)."""
+    upgrade(sqlite_engine)
+    columns = [c["name"] for c in sa.inspect(sqlite_engine).get_columns("templates")]
+    assert columns[-1] == "text"
+    assert columns[:-1] == [c.name for c in Base.metadata.tables["templates"].columns
+                            if c.name != "text"]
