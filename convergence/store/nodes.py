@@ -17,7 +17,7 @@ from sqlalchemy import and_, case, func, select, update
 from convergence.ports.store import NewNode
 from convergence.ports.views import PARKED, READY, SKIPPED, WAITING, NodeView
 from convergence.store import dialect
-from convergence.store.rows import T_NODE, TxPart, chunks, node_view
+from convergence.store.rows import T_NODE, TxPart, chunks, node_state, node_view
 
 _COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "state",
             "successors", "updated_at")
@@ -64,7 +64,7 @@ class NodeQueries(TxPart):
         for chunk in chunks(sorted(set(record_ids))):
             rows = self.conn.execute(select(T_NODE.c.seq).where(
                 T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
-                T_NODE.c.state == READY))
+                node_state() == READY))
             out.extend(r.seq for r in rows)
         return out
 
@@ -107,7 +107,7 @@ class NodeQueries(TxPart):
         for chunk in chunks(sorted(set(seqs))):
             rows = self.conn.execute(update(T_NODE).where(
                 T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                T_NODE.c.state.in_((WAITING, READY, PARKED)),
+                node_state().in_((WAITING, READY, PARKED)),
             ).values(state=state, updated_at=self.now).returning(*T_NODE.c))
             changed.extend(node_view(r) for r in rows)
         return changed
@@ -126,7 +126,7 @@ class NodeQueries(TxPart):
             for chunk in chunks(group):
                 rows = self.conn.execute(update(T_NODE).where(
                     T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                    T_NODE.c.state == READY,
+                    node_state() == READY,
                 ).values(state=case((T_NODE.c.woken, READY), else_=PARKED), woken=False,
                          wake_at=deadline, updated_at=self.now,
                          ).returning(T_NODE.c.seq, T_NODE.c.state))
@@ -141,7 +141,7 @@ class NodeQueries(TxPart):
         for chunk in chunks(sorted(set(record_ids))):
             rows = self.conn.execute(update(T_NODE).where(
                 T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
-                T_NODE.c.state.in_((READY, PARKED)),
+                node_state().in_((READY, PARKED)),
             ).values(woken=T_NODE.c.state == READY, state=READY, updated_at=self.now,
                      ).returning(T_NODE.c.seq, T_NODE.c.woken))
             woken.extend(r.seq for r in rows if not r.woken)

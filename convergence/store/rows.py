@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import ColumnElement, Connection, Table
 
 from convergence.ports.views import (
     DeliveryView,
@@ -59,6 +59,15 @@ class Row:
 
     def __init__(self, table: Table, values: Sequence[Any]) -> None:
         self.__dict__.update(zip(table.c.keys(), values, strict=True))
+
+
+def node_state() -> ColumnElement[str]:
+    """A node's state as a filter beside a look-up by key (seqs, records): the same value,
+    in a form no index serves. SQLite keeps no statistics, and given ``state IN (...)`` it
+    went in by ``ix_nodes_state`` (every node of the traversal in that state) rather than by
+    the primary key's 200 seqs: each batch read the whole waiting plan, and a traversal's
+    cost grew with the square of its size. PostgreSQL picks the key either way."""
+    return m.NodeRow.__table__.c.state.concat("")
 
 
 def stack_view(row: Any) -> StackView:

@@ -28,7 +28,16 @@ from convergence.ports.views import (
     TakenOver,
 )
 from convergence.store import dialect
-from convergence.store.rows import T_NODE, T_RES, T_STACK, T_SWEEP, T_TRAV, TxPart, chunks
+from convergence.store.rows import (
+    T_NODE,
+    T_RES,
+    T_STACK,
+    T_SWEEP,
+    T_TRAV,
+    TxPart,
+    chunks,
+    node_state,
+)
 
 PURGE_ROWS = 20000  # node rows of ended plans deleted in one transaction at most
 
@@ -117,7 +126,7 @@ class SweepQueries(TxPart):
                 .join(T_RES, T_RES.c.id == T_NODE.c.record_id)
                 .join(T_STACK, and_(T_STACK.c.id == T_RES.c.stack_id,
                                     T_STACK.c.traversal_id == T_NODE.c.traversal_id))
-                .where(T_RES.c.id.in_(chunk), T_NODE.c.state == READY))
+                .where(T_RES.c.id.in_(chunk), node_state() == READY))
             for r in rows:
                 out.setdefault(r.traversal_id, []).append(r.seq)
         return out
@@ -207,7 +216,7 @@ class SweepQueries(TxPart):
             for chunk in chunks(seqs):
                 self.conn.execute(update(T_NODE).where(
                     T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                    T_NODE.c.state == was).values(state=state, updated_at=self.now))
+                    node_state() == was).values(state=state, updated_at=self.now))
         return out
 
     def next_sweep_due(self, plan_idle: float, node_idle: float) -> float | None:
