@@ -55,6 +55,10 @@ _SQLITE_PRAGMAS = (
     # With WAL, NORMAL loses at most the last commits on power loss, never consistency.
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
+    # 64 MiB of pages per connection (the default is 2 MiB), filled only as pages are read:
+    # a batch's records, nodes and index pages of a stack of a million resources stay in
+    # memory from one batch to the next instead of being read again.
+    "PRAGMA cache_size=-65536",
 )
 
 # Per process: API workers and Celery workers each hold a pool; PostgreSQL's default
@@ -137,6 +141,10 @@ def _sqlite_engine(url: URL, echo: bool) -> Engine:
                               "hide_parameters": True}
     if memory:
         kwargs["poolclass"] = StaticPool
+    else:
+        # The connection used last is used next: its page cache is warm (a connection's own
+        # writes keep it valid; another connection's writes make SQLite drop it).
+        kwargs["pool_use_lifo"] = True
     engine = create_engine(url, **kwargs)
 
     @event.listens_for(engine, "connect")
