@@ -13,7 +13,9 @@ distributed one on PostgreSQL and Redis with ``--workers`` worker processes. Sha
 wall seconds, resources per second, the client process's CPU seconds (embedded: the whole
 engine), SQL statements and transactions per resource (every process), and the peak resident
 memory of every process. Then, per phase, the cost per resource of each size over the size
-before it (1.0: linear), and with ``--chain N`` the time per hop of an N-long chain.
+before it (1.0: linear), by wall time and by the client's CPU time (on a machine that is busy
+with other work the wall figures swell and the CPU ones do not; embedded, the client's CPU is
+the whole engine's), and with ``--chain N`` the time per hop of an N-long chain.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main() -> None:
           f"{'res/s':>7} {'cpu s':>7} {'stmt/res':>8} {'txn/res':>7} {'peak MiB':>14}",
           flush=True)
     figures: dict[tuple[str, str, int, str], float] = {}
+    cpus: dict[tuple[str, str, int, str], float] = {}
     for mode in args.modes:
         for shape in args.shapes:
             for n in args.sizes:
@@ -50,20 +53,22 @@ def main() -> None:
                 peaks = "/".join(f"{p:.0f}" for p in report["peaks"])
                 for r in report["results"]:
                     figures[mode, shape, n, r["phase"]] = r["wall"]
+                    cpus[mode, shape, n, r["phase"]] = r["cpu"]
                     print(f"{mode:11} {shape:8} {n:>8} {r['phase']:7} {r['status']:16} "
                           f"{r['wall']:>8.2f} {n / r['wall']:>7.0f} {r['cpu']:>7.1f} "
                           f"{r['statements'] / n:>8.2f} {r['transactions'] / n:>7.3f} "
                           f"{peaks:>14}", flush=True)
-    print("\ncost per resource, each size over the one before (1.0: linear)")
     sizes = sorted(args.sizes)
-    for mode in args.modes:
-        for shape in args.shapes:
-            for phase in ("create", "update", "delete"):
-                shown = "  ".join(
-                    f"{_k(b)}/{_k(a)} "
-                    f"{_ratio(figures, (mode, shape, a, phase), (mode, shape, b, phase)):.2f}"
-                    for a, b in itertools.pairwise(sizes))
-                print(f"{mode:11} {shape:8} {phase:7} {shown}")
+    for label, table in (("wall", figures), ("client CPU", cpus)):
+        print(f"\n{label} per resource, each size over the one before (1.0: linear)")
+        for mode in args.modes:
+            for shape in args.shapes:
+                for phase in ("create", "update", "delete"):
+                    shown = "  ".join(
+                        f"{_k(b)}/{_k(a)} "
+                        f"{_ratio(table, (mode, shape, a, phase), (mode, shape, b, phase)):.2f}"
+                        for a, b in itertools.pairwise(sizes))
+                    print(f"{mode:11} {shape:8} {phase:7} {shown}")
     if args.chain:
         print(f"\na chain of {args.chain}: time per hop (create)")
         for mode in args.modes:
