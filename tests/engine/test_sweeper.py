@@ -703,3 +703,25 @@ def test_a_superseded_traversal_makes_no_record_for_a_resource_whose_record_vani
     assert [r.id for r in story.records()["a"]] == [story.current()["a"].id]
     assert list(story.entities().values()) == ["z"]
     assert story.created_total() == made_before + 1
+
+
+def test_ready_nodes_of_a_traversal_that_moves_are_not_offered_again(
+        rt: Runtime, story: Story) -> None:
+    """A ready node untouched for a lease's length is lost only if its traversal stopped
+    moving too: a long queue behind busy workers is not lost work."""
+    story.create(layered("v"))
+    traversal_id = planned_here(rt, story)
+    clock = rt.clock
+    assert isinstance(clock, ManualClock)
+    with rt.store.begin() as tx:
+        ready = tx.ready_nodes(traversal_id)
+    assert ready
+    clock.advance(LEASE + 1)
+    with rt.store.begin() as tx:
+        tx.count_done(traversal_id, 0, 0, "")  # a batch of another worker counted now
+        assert tx.idle_ready_nodes(LEASE, 100) == {}
+    clock.advance(LEASE + 1)  # and then nothing more: the traversal stalled
+    with rt.store.begin() as tx:
+        assert tx.idle_ready_nodes(LEASE, 100) == {traversal_id: sorted(ready)}
+    recover(story)
+    assert_converged(story, "v")
