@@ -2,9 +2,9 @@
 
 An edge ``a -> b`` means ``b`` requires ``a``: creation follows edges, deletion goes against
 them. Built from a ``StackDefinition``'s ``dependencies`` in one pass. Callers: tools that want
-the graph as networkx gives it (``benchmarks/template_validate.py``); the engine plans with
-``plan`` and validation finds cycles with ``convergence.template.dependencies``, neither of
-which builds a networkx graph.
+the graph as networkx gives it (none in this repository since ``benchmarks/template_validate.py``
+measures the accept path instead); the engine plans with ``plan`` and validation finds cycles
+with ``convergence.template.dependencies``, neither of which builds a networkx graph.
 """
 
 from __future__ import annotations

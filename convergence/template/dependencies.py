@@ -112,8 +112,11 @@ def resource_dependencies(
     graph: dict[str, frozenset[str]] = {}
     for name in existing:
         requires = template.resources[name].requires(enabled)
-        graph[name] = requires & existing
+        graph[name] = (requires & existing) or _NONE  # one empty set for all that have none
     return graph
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 def condition_allows(condition: object, enabled: Mapping[str, bool | None] | None) -> bool:

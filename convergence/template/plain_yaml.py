@@ -326,6 +326,9 @@ class _Reader:
                 flow_depths.append(len(outer))
                 flow_slots.append((top, k))
                 deepest = top_col
+                if len(flow_texts) >= _FLOW_BATCH:
+                    self.fill(flow_slots, self.flows(flow_texts, flow_depths))
+                    flow_texts, flow_depths, flow_slots = [], [], []
             elif value:
                 found = cache.get(value, _MISSING)
                 top[k] = scalar(value) if found is _MISSING else found
@@ -334,10 +337,14 @@ class _Reader:
                 top[k] = None
                 pending, pending_slot, pending_col, pending_map = top, k, top_col, True
         if flow_texts:
-            values = self.flows(flow_texts, flow_depths)
-            for (holder, slot), flow_value in zip(flow_slots, values, strict=True):
-                holder[slot] = flow_value
+            self.fill(flow_slots, self.flows(flow_texts, flow_depths))
         return outer[0][0] if outer else None
+
+    @staticmethod
+    def fill(slots: list[tuple[Any, Any]], values: list[Any]) -> None:
+        """Put the values of flow collections where they were written."""
+        for (holder, slot), value in zip(slots, values, strict=True):
+            holder[slot] = value
 
 
 def _rows(text: str) -> Iterator[list[tuple[str, ...]]]:

@@ -14,7 +14,7 @@ All problems are reported together; the result is a :class:`StackDefinition` or 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from convergence.template.errors import (
 )
 from convergence.template.files import file_key, is_template_reference
 from convergence.template.functions.base import has_calls
-from convergence.template.model import Template, guards_hold
+from convergence.template.model import ResourceDefinition, Template, guards_hold
 from convergence.template.parameters import ParameterSchema, resolve_values
 from convergence.template.parse import _suggest, parse_collecting
 from convergence.template.properties import TypeCatalog, TypeSchema, check_properties
@@ -135,10 +135,15 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
                             require_all=require_all and require_given, custom=opts.custom)
     resolver = TemplateResolver(template, values, identity=opts.identity)
     conditions = _conditions(resolver, problems)
-    enabled = {name: defn for name, defn in template.resources.items()
-               if condition_allows(defn.condition, conditions)}
+    # The maps below are kept small: on a large template they exist beside everything else.
+    enabled: Mapping[str, ResourceDefinition] = template.resources
+    if not all(condition_allows(d.condition, conditions) for d in enabled.values()):
+        enabled = {name: defn for name, defn in enabled.items()
+                   if condition_allows(defn.condition, conditions)}
     types: dict[str, str] = {}
-    schemas: dict[str, TypeSchema | Template | None] = {}
+    # What get_attr is checked against: a type's schema, or a nested template's.
+    type_schemas: dict[str, TypeSchema | None] = {}
+    nested_schemas: dict[str, Template | None] = {}
     nested: dict[str, StackDefinition] = {}
     registry = env.resource_registry
     # What a type maps to, for the resources the registry has no section of their own for:
@@ -160,13 +165,13 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
         if is_template_reference(effective):
             child = _nested(template, env, name, effective, resolver, opts, problems, depth,
                             require_all)
-            schemas[name] = child.template if child else None
+            nested_schemas[name] = child.template if child else None
             if child is not None:
                 nested[name] = child
             _check_deletion_policy(resolver, name, None, problems, opts)
             continue
-        schema = opts.catalog.lookup(effective)
-        schemas[name] = schema
+        schema = type_schemas[effective] if effective in type_schemas else \
+            type_schemas.setdefault(effective, opts.catalog.lookup(effective))
         if schema is None:
             alias = f" (mapped from '{defn.type}')" if effective != defn.type else ""
             problems.add((*path, "type"), f"resource type '{effective}'{alias} is not available"
@@ -181,10 +186,19 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
                 check_properties(schema.properties, props, (*path, "properties"), problems,
                                  opts.custom, unknown=unknown)
     _check_references(template, conditions, enabled, problems)
-    _check_attributes(template, schemas, problems)
+
+    def schema_of(name: str) -> TypeSchema | Template | None:
+        if name in nested_schemas:
+            return nested_schemas[name]
+        rtype = types.get(name)
+        return None if rtype is None else type_schemas.get(rtype)
+
+    _check_attributes(template, schema_of, problems)
     graph = resource_dependencies(template, conditions)
-    rules = {name: schema.implicit for name, schema in schemas.items()
-             if isinstance(schema, TypeSchema) and schema.implicit is not None}
+    implicit = {rtype: schema.implicit for rtype, schema in type_schemas.items()
+                if schema is not None and schema.implicit is not None}
+    rules = {name: implicit[rtype] for name, rtype in types.items()
+             if rtype in implicit and name not in nested_schemas} if implicit else {}
     if rules:
         peers = Peers({name: Peer(types[name], template.resources[name].properties
                                   if isinstance(template.resources[name].properties, Mapping)
@@ -336,9 +350,9 @@ def _needs_value(schema: ParameterSchema) -> bool:
 def _check_references(template: Template, conditions: Mapping[str, bool | None],
                       enabled: Mapping[str, Any], problems: Problems) -> None:
     """A resource or output that exists must not use a resource that does not."""
+    if len(enabled) == len(template.resources):
+        return  # all exist
     disabled = set(template.resources) - set(enabled)
-    if not disabled:
-        return
     users = [(d.references, d.depends_on, ("resources", n)) for n, d in enabled.items()]
     users += [(o.references, (), ("outputs", n)) for n, o in template.outputs.items()
               if condition_allows(o.condition, conditions)]
@@ -353,10 +367,11 @@ def _check_references(template: Template, conditions: Mapping[str, bool | None],
                              "condition is false", REFERENCE)
 
 
-def _check_attributes(template: Template, schemas: Mapping[str, TypeSchema | Template | None],
+def _check_attributes(template: Template,
+                      schema_of: Callable[[str], TypeSchema | Template | None],
                       problems: Problems) -> None:
     for use in template.attribute_uses:
-        schema = schemas.get(use.resource)
+        schema = schema_of(use.resource)
         if schema is None:
             continue
         if isinstance(schema, Template):
