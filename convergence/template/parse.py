@@ -56,6 +56,9 @@ from convergence.template.versions import (
 _CFN_KEYS = ("AWSTemplateFormatVersion", "HeatTemplateFormatVersion")
 _CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
 _FUNCTION_PREFIXES = ("get_", "str_", "list_", "map_")
+# isinstance takes a tuple of types faster than a union: these are asked of every value.
+_CONTAINERS = (dict, list)
+_MAP_OR_CALL = (dict, Call)
 
 
 
@@ -156,7 +159,7 @@ class _Parser:
                             self.bad_calls.add(path)
             changed: dict[Any, Any] | None = None
             for k, v in value.items():
-                if isinstance(v, dict | list):
+                if isinstance(v, _CONTAINERS):
                     new = self.parse(v, (*path, k), guards, conditions)
                     if new is not v:
                         changed = dict(value) if changed is None else changed
@@ -165,7 +168,7 @@ class _Parser:
         if isinstance(value, list):
             items: list[Any] | None = None
             for i, v in enumerate(value):
-                if isinstance(v, dict | list):
+                if isinstance(v, _CONTAINERS):
                     new = self.parse(v, (*path, i), guards, conditions)
                     if new is not v:
                         items = list(value) if items is None else items
@@ -422,24 +425,24 @@ def _resource(parser: _Parser, name: str, body: Mapping[str, Any]) -> ResourceDe
         problems.add((*path, "type"), "the resource has no type", STRUCTURE)
         rtype = ""
     properties = parser.parse(body.get("properties") or {}, (*path, "properties"))
-    if not isinstance(properties, dict | Call):
+    if not isinstance(properties, _MAP_OR_CALL):
         problems.add((*path, "properties"), "properties must be a map", STRUCTURE)
     # Scalars parse to themselves: only maps and lists are walked.
     metadata = body.get("metadata")
-    if isinstance(metadata, dict | list):
+    if isinstance(metadata, _CONTAINERS):
         metadata = parser.parse(metadata, (*path, "metadata"))
     update_policy = body.get("update_policy")
-    if isinstance(update_policy, dict | list):
+    if isinstance(update_policy, _CONTAINERS):
         update_policy = parser.parse(update_policy, (*path, "update_policy"))
     deletion_policy = body.get("deletion_policy", "Delete")
-    if isinstance(deletion_policy, dict | list):
+    if isinstance(deletion_policy, _CONTAINERS):
         deletion_policy = parser.parse(deletion_policy, (*path, "deletion_policy"))
     if isinstance(deletion_policy, str) and deletion_policy not in parser.deletion_policies:
         allowed = parser.deletion_policies
         problems.add((*path, "deletion_policy"), f"deletion_policy must be one of "
                      f"{', '.join(allowed)}, not {deletion_policy!r}", STRUCTURE)
     external_id = body.get("external_id")
-    if isinstance(external_id, dict | list):
+    if isinstance(external_id, _CONTAINERS):
         external_id = parser.parse(external_id, (*path, "external_id"))
     condition = None
     if body.get("condition") is not None:

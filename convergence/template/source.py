@@ -200,19 +200,22 @@ def _load_yaml(text: str, what: str, limits: Limits) -> Any:
     return root
 
 
+_CONTAINERS = (dict, list)  # a tuple: isinstance takes it faster than a union
+
+
 def _check_json_depth(data: Any, what: str, limits: Limits) -> None:
-    todo: list[tuple[Any, int]] = [(data, 0)]
-    while todo:
-        value, depth = todo.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
+    """Refuse JSON nested deeper than the limit: a level at a time, the containers only (the
+    values of a level are gathered by C code, not one at a time)."""
+    level = [data] if isinstance(data, _CONTAINERS) else []
+    depth = 0
+    while level:
         if depth >= limits.max_depth:
             raise _fail(what, _too_deep(limits.max_depth))
-        todo.extend((c, depth + 1) for c in children)
+        values: list[Any] = []
+        for container in level:
+            values.extend(container.values() if isinstance(container, dict) else container)
+        level = [v for v in values if isinstance(v, _CONTAINERS)]
+        depth += 1
 
 
 @collector_paused()
