@@ -13,9 +13,10 @@ live process is on it any more (``running.abandoned``: the command that started 
 interrupted, or its process died and its hold ran out); otherwise the stack is shown as it is.
 With a broker the workers do the work and waiting is polling.
 
-Progress is read from the stack's resource records: every record seen while waiting is one
-unit of work; it is done once it has converged to the stack's generation (or, being deleted,
-once it is gone). A rich bar on a terminal; elsewhere (logs, pipes) a plain line when
+Progress is read from the counters of the stack's current traversal (``queries.progress_of``:
+the nodes of its plan, those left, those failed) and a few of its resources in progress, in
+one read whose cost does not grow with the stack; remote mode gets the same counters from the
+API's watch stream. A rich bar on a terminal; elsewhere (logs, pipes) a plain line when
 something changed, at most one every ``PLAIN_SECONDS``, and the last one at the end.
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -31,11 +32,14 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from convergence.ports.views import RecordView, StackView
+    from convergence.ports.views import StackView
     from convergence.runtime import Runtime
 
-# Seconds between two looks at the records while waiting (the stack itself is read anyway).
+# Seconds between two looks at the stack and its progress while waiting, when a bar is shown
+# or events are followed; when only plain lines (or nothing) are shown, every
+# ``QUIET_SECONDS`` (no more often than lines may come).
 REFRESH_SECONDS = 0.1
+QUIET_SECONDS = 0.5
 # Embedded mode: how often to re-offer work held by a stopped process until its lease lapses.
 RESUME_SECONDS = 1.0
 # Plain progress lines (not a terminal): at most one every this many seconds.
@@ -55,43 +59,39 @@ class Snapshot:
     stack: StackView
     total: int  # 0 while the traversal is being planned
     done: int
+    # Some of the resources in progress (at most ``_MAX_SHOWN`` are shown; one more tells
+    # that there are more).
     in_progress: tuple[str, ...]
+    failed: int = 0
+    busy: int | None = None  # how many are in progress, when known
 
     def describe(self) -> str:
         line = f"{self.stack.name}: {self.stack.stack_status}"
         if self.total:
             line += f"  {self.done}/{self.total} resources done"
+            if self.failed:
+                line += f", {self.failed} failed"
         if self.in_progress:
-            shown = ", ".join(self.in_progress[:_MAX_SHOWN])
-            more = len(self.in_progress) - _MAX_SHOWN
-            line += f"; in progress: {shown}" + (f" (+{more} more)" if more > 0 else "")
+            line += f"; in progress: {', '.join(self.in_progress[:_MAX_SHOWN])}{self.more()}"
         return line
 
-
-@dataclass
-class Tracker:
-    """Counts the work of one request from successive reads of the records."""
-
-    seen: dict[int, str] = field(default_factory=dict)  # record id -> resource name
-
-    def snapshot(self, stack: StackView, records: list[RecordView]) -> Snapshot:
-        present = {r.id for r in records}
-        for r in records:
-            self.seen.setdefault(r.id, r.name)
-        gone = sum(1 for rid in self.seen if rid not in present)
-        if stack.action == "DELETE":
-            done = gone
-        else:
-            done = gone + sum(1 for r in records if r.generation == stack.generation
-                              and r.status == "COMPLETE" and r.replaced_by is None)
-        if settled(stack) and stack.status == "COMPLETE":
-            done = len(self.seen)
-        busy = tuple(sorted({r.name for r in records if r.status == "IN_PROGRESS"}))
-        return Snapshot(stack, len(self.seen), done, busy)
+    def more(self) -> str:
+        """`` (+N more)`` when more are in progress than shown; `` (+more)`` when how many
+        is not known."""
+        if self.busy is not None:
+            return f" (+{self.busy - _MAX_SHOWN} more)" if self.busy > _MAX_SHOWN else ""
+        return " (+more)" if len(self.in_progress) > _MAX_SHOWN else ""
 
 
 class View:
-    """Shows snapshots; the base class shows nothing."""
+    """Shows snapshots; the base class shows nothing (and is shown none)."""
+
+    shows = False
+
+    @property
+    def every(self) -> float:
+        """Seconds between two snapshots it needs."""
+        return QUIET_SECONDS
 
     def show(self, snap: Snapshot) -> None:
         pass
@@ -112,6 +112,12 @@ class PlainView(View):
         self._printed = ""  # the last line printed
         self._pending = ""  # a newer one, held back: it came too soon after the last
         self._at: float | None = None  # when the last line was printed
+
+    shows = True
+
+    @property
+    def every(self) -> float:
+        return min(QUIET_SECONDS, self._interval)
 
     def show(self, snap: Snapshot) -> None:
         line = snap.describe()
@@ -152,10 +158,14 @@ class BarView(View):
         self._task = self._progress.add_task("", total=None, status="", busy="")
         self._progress.start()
 
+    shows = True
+
+    @property
+    def every(self) -> float:
+        return REFRESH_SECONDS
+
     def show(self, snap: Snapshot) -> None:
-        busy = ", ".join(snap.in_progress[:_MAX_SHOWN])
-        if len(snap.in_progress) > _MAX_SHOWN:
-            busy += f" +{len(snap.in_progress) - _MAX_SHOWN}"
+        busy = ", ".join(snap.in_progress[:_MAX_SHOWN]) + snap.more()
         self._progress.update(self._task, total=snap.total or None, completed=snap.done,
                               status=f"{snap.stack.name} {snap.stack.stack_status}",
                               busy=f"[dim]{busy}[/dim]" if busy else "")
@@ -172,25 +182,33 @@ def make_view(con: Console | None) -> View:
 
 
 class Watcher:
-    """The ``on_progress`` callback of ``wait_for_stack``: reads records now and then."""
+    """The ``on_progress`` callback of ``wait_for_stack``: reads the progress now and then
+    (every :attr:`interval` seconds), for a view that shows it."""
 
     def __init__(self, rt: Runtime, tenant: str, view: View,
                  extra: Callable[[StackView], None] | None = None) -> None:
         self._rt, self._tenant, self._view, self._extra = rt, tenant, view, extra
-        self._tracker = Tracker()
         self._next = 0.0
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two looks: as often as the events followed or the view need."""
+        return REFRESH_SECONDS if self._extra is not None else self._view.every
 
     def __call__(self, stack: StackView, *, force: bool = False) -> None:
         if self._extra is not None:
             self._extra(stack)
+        if not self._view.shows:
+            return
         now = time.monotonic()
         if not force and now < self._next and not settled(stack):
             return
-        self._next = now + REFRESH_SECONDS
+        self._next = now + self._view.every
         from convergence.services import queries
 
-        records = queries.list_resources(self._rt, self._tenant, stack.id)
-        self._view.show(self._tracker.snapshot(stack, records))
+        found = queries.progress_of(self._rt, stack, busy=_MAX_SHOWN + 1)
+        self._view.show(Snapshot(stack, found.total, found.done, found.in_progress,
+                                 found.failed))
 
 
 def run_to_end(rt: Runtime, tenant: str, stack_id: str, *, view: View | None = None,
@@ -218,7 +236,7 @@ def _run(rt: Runtime, tenant: str, stack_id: str, view: View,
     try:
         while True:
             stack = running.wait_for_stack(rt, tenant, stack_id, on_progress=watcher,
-                                            refresh=REFRESH_SECONDS)
+                                            refresh=watcher.interval)
             if settled(stack) or rt.inprocess is None or running.paused(rt, stack):
                 break
             # Embedded, and no work left here although the request is not finished: a stopped

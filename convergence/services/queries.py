@@ -1,6 +1,7 @@
 """Reading stacks, resources and events: each use case one read transaction (a listing in
 chunks: one per chunk), changing nothing. Also how every use case finds the stack a request
-names (:func:`stack_or_404`, :func:`locked_stack`).
+names (:func:`stack_or_404`, :func:`locked_stack`), and how far a stack's request has got
+(:func:`progress_of`: its traversal's counters, whatever the stack's size).
 
 Callers: the API's routes (``convergence.api.stacks``, ``stack_extras``, ``resource_list``,
 ``stream``, ``requests``), the CLI's embedded client and progress views
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from convergence.errors import InvalidParameter, NotFound
 from convergence.ports.pages import EventQuery, ResourcePage, ResourceQuery
 from convergence.ports.store import Tx
-from convergence.ports.views import EventView, RecordView, StackView
+from convergence.ports.views import EventView, RecordView, StackView, TraversalView
 from convergence.services.heat_shapes import current_records, export_blob
 
 if TYPE_CHECKING:
@@ -62,6 +64,57 @@ def export_stack(rt: Runtime, tenant: str, name_or_id: str) -> dict[str, Any]:
         stack = stack_or_404(tx, tenant, name_or_id)
         content = tx.template(stack.template_id) if stack.template_id else None
         return export_blob(stack, content, tx.records(stack.id))
+
+
+# How far a request has got --------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class StackProgress:
+    """The stack's current traversal as its counters tell it: the nodes of its plan (one per
+    resource it works on, and one per replaced version it deletes), those left and those
+    failed; and the names of a few of the stack's resources in progress, in name order."""
+
+    stack: StackView
+    traversal: TraversalView | None  # None: the stack has none
+    in_progress: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        """0 while the traversal is being planned (or there is none)."""
+        return self.traversal.nodes_total if self.traversal is not None else 0
+
+    @property
+    def failed(self) -> int:
+        return self.traversal.nodes_failed if self.traversal is not None else 0
+
+    @property
+    def done(self) -> int:
+        """Nodes finished without failing (those skipped after a failure among them)."""
+        if self.traversal is None:
+            return 0
+        return max(self.traversal.nodes_total - self.traversal.nodes_remaining
+                   - self.traversal.nodes_failed, 0)
+
+
+def progress_of(rt: Runtime, stack: StackView | str, busy: int = 0) -> StackProgress:
+    """How far the stack's latest request has got, in one read transaction whose cost does
+    not grow with the stack: its current traversal's row (by key) and, with ``busy``, the
+    names of at most that many of its resources in progress (the first ones of the
+    ``(stack_id, status, name)`` index). ``stack``: the stack as just read, or its id (read
+    here, deleted or not)."""
+    with rt.store.read() as tx:
+        if isinstance(stack, str):
+            found = tx.stack(stack)
+            if found is None:
+                raise NotFound(f"The Stack ({stack}) could not be found.")
+            stack = found
+        traversal = tx.traversal(stack.traversal_id) if stack.traversal_id else None
+        names: tuple[str, ...] = ()
+        if busy > 0:
+            page_ = tx.resource_page(stack.id, ResourceQuery(limit=busy,
+                                                             statuses=("IN_PROGRESS",)))
+            names = tuple(r.name for r in page_.records) if page_ is not None else ()
+    return StackProgress(stack, traversal, names)
 
 
 # Resources -------------------------------------------------------------------------------------
