@@ -17,6 +17,8 @@ lives here rather than in ``convergence.api.stacks``. Requests are read with
 - ``GET .../export``, ``DELETE .../abandon``: Heat's abandon blob; abandon also forgets the
   stack's records (the physical resources stay) and leaves the stack DELETE_COMPLETE.
 - ``GET .../events/{id}`` and ``.../resources/{name}/events[/{id}]``.
+- ``GET .../progress`` (an extension): how far the stack's latest request has got, its
+  traversal's counters; ``watch=true``: a stream of it (``convergence.api.stream``).
 - ``GET .../resources/{name}/metadata``: the template's ``metadata`` of the resource.
 - ``PATCH .../resources/{name_or_physical_id}``: ``mark_unhealthy``; the resource becomes
   CHECK_FAILED and the next update replaces it.
@@ -35,7 +37,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from convergence.api import event_params, views
+from convergence.api import event_params, stream, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
 from convergence.api.requests import (
@@ -172,6 +174,14 @@ def list_resource_events(request: Request, resource_name: str,
                 limit=1, resource_names=(resource_name,))):
         raise _no_resource(stack, resource_name)
     return answer
+
+
+@router.get("/stacks/{stack_name}/{stack_id}/progress")
+def show_progress(request: Request, watch: str | None = None,
+                  stack: StackView = Depends(canonical_stack),  # noqa: B008
+                  rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
+    """How far the stack's latest request has got; ``watch=true``: as it goes (SSE)."""
+    return stream.stack_progress(request, rt, stack, watch)
 
 
 # Resources ---------------------------------------------------------------------------------------

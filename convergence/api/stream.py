@@ -1,9 +1,11 @@
-"""Pushed events: the events watch stream (Server-Sent Events) and the long-poll event list.
+"""Pushed events: the events watch stream (Server-Sent Events) and the long-poll event list;
+and a stack's progress, once or as a stream.
 
 Callers: ``convergence.api.stacks.list_events`` (``GET .../stacks/{name}/{id}/events`` with
-``watch=true`` or ``wait=N``) and :data:`router` (``GET /v1/{tenant}/events``, all the tenant's
-stacks), included by ``convergence.api.app``, which also builds the app's
-:class:`EventNotifier` (``app.state.notifier``). The events are read with the use cases of
+``watch=true`` or ``wait=N``), ``convergence.api.stack_extras`` (``GET .../progress``) and
+:data:`router` (``GET /v1/{tenant}/events``, all the tenant's stacks), included by
+``convergence.api.app``, which also builds the app's :class:`EventNotifier`
+(``app.state.notifier``). The events and the progress are read with the use cases of
 ``convergence.services.queries``.
 
 The event log is the ``events`` table, ordered by its monotonic integer id; that id is the SSE
@@ -28,6 +30,14 @@ log past the stream's last id, so lost or spurious wake-ups cost nothing but lat
   Upgrade path: on PostgreSQL, have the recording transaction ``NOTIFY convergence_events`` (or
   publish on Redis) and one ``LISTEN`` connection per API process call
   :meth:`EventNotifier.notify`; the periodic read can then slow down to a safety net.
+
+A stack's progress (``GET .../stacks/{name}/{id}/progress``, an extension to Heat's API) is
+how far its latest request has got: the stack's status and generations, its current
+traversal's counters (nodes of the plan, left, failed) and a few of its resources in progress
+(:func:`progress_item`), read in one query whose cost does not grow with the stack. With
+``watch=true`` it is a stream of ``event: stack.progress`` messages (no ``id``: the stack as it
+is now, nothing to resume), one whenever it changed, read every :data:`PROGRESS_SECONDS`:
+what ``convergence ... --wait`` follows, rather than every event of a big stack.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -57,6 +67,8 @@ HEARTBEAT_SECONDS = 15.0  # a ``: keepalive`` comment after this long without a 
 POLL_SECONDS = 0.1  # how often a waiting stream reads the log (events of other processes)
 MAX_WAIT_SECONDS = 60.0  # the cap on a long-poll's ``wait``
 BATCH = 500  # events read per query
+PROGRESS_SECONDS = 0.1  # how often a progress stream reads the stack's progress
+IN_PROGRESS_NAMED = 10  # resources in progress a progress names (the first, by name)
 
 STACK_TYPE = "OS::Heat::Stack"
 
@@ -267,6 +279,58 @@ def stack_events(request: Request, rt: Runtime, stack: StackView, *, watch: str 
         return long_poll(notifier(request), stack_fetch(rt, stack), max(marker or 0, 0),
                          wait_seconds(wait), answer, stopping(request))
     return None
+
+
+# A stack's progress ----------------------------------------------------------------------------
+
+def progress_item(found: queries.StackProgress) -> dict[str, Any]:
+    """A stack's progress as the API answers it."""
+    stack, trav = found.stack, found.traversal
+    return {
+        "stack_id": stack.id, "stack_name": stack.name, "action": stack.action,
+        "status": stack.status, "stack_status": stack.stack_status,
+        "stack_status_reason": stack.status_reason, "generation": stack.generation,
+        "observed_generation": stack.observed_generation,
+        "traversal_id": trav.id if trav is not None else None,
+        "nodes_total": found.total, "nodes_remaining": trav.nodes_remaining if trav else 0,
+        "nodes_failed": found.failed, "in_progress": list(found.in_progress),
+    }
+
+
+def read_progress(rt: Runtime, stack: StackView) -> dict[str, Any]:
+    return progress_item(queries.progress_of(rt, stack.id, busy=IN_PROGRESS_NAMED))
+
+
+async def progress_messages(read: Callable[[], Mapping[str, Any]],
+                            stop: threading.Event | None = None) -> AsyncIterator[str]:
+    """A ``stack.progress`` message at once and whenever the progress changed (read every
+    :data:`PROGRESS_SECONDS`), a keepalive when nothing was sent for a while; until the client
+    goes or ``stop`` is set."""
+    last: Mapping[str, Any] | None = None
+    beat_at = time.monotonic() + HEARTBEAT_SECONDS
+    yield "retry: 1000\n\n"
+    while stop is None or not stop.is_set():
+        found = await run_in_threadpool(read)
+        now = time.monotonic()
+        if found != last:
+            last = found
+            yield f"event: stack.progress\ndata: {json.dumps(found, separators=(',', ':'))}\n\n"
+            beat_at = now + HEARTBEAT_SECONDS
+        elif now >= beat_at:
+            yield ": keepalive\n\n"
+            beat_at = now + HEARTBEAT_SECONDS
+        await asyncio.sleep(PROGRESS_SECONDS)
+
+
+def stack_progress(request: Request, rt: Runtime, stack: StackView,
+                   watch: str | None) -> Any:
+    """The stack's progress: ``{"progress": ...}``, or (``watch``) the stream of it."""
+    if is_true(watch):
+        return StreamingResponse(
+            progress_messages(lambda: read_progress(rt, stack), stopping(request)),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return {"progress": read_progress(rt, stack)}
 
 
 # All the tenant's stacks -----------------------------------------------------------------------

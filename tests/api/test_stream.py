@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,71 @@ def test_reconnecting_with_last_event_id_resumes_without_gaps(http: httpx.Client
     by_header = read_stream(http, f"{path}/events?watch=true&marker={ids[0]}",
                             is_complete(stack_id), headers={"Last-Event-ID": str(ids[2])})
     assert [m.id for m in by_header] == ids[3:]
+
+
+def read_progress(http: httpx.Client, url: str,
+                  until: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The progress stream's messages (each a ``stack.progress`` without an id) up to the
+    first one ``until`` accepts."""
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    with http.stream("GET", url) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        for line in r.iter_lines():
+            assert time.monotonic() < deadline, got  # a keepalive comes every 15 s at least
+            if line.startswith(":") or line.startswith("retry:"):
+                continue
+            if line:
+                key, _, value = line.partition(":")
+                fields[key] = value[1:] if value.startswith(" ") else value
+                continue
+            if fields:
+                assert set(fields) == {"event", "data"} and fields["event"] == "stack.progress"
+                got.append(json.loads(fields["data"]))
+                if until(got[-1]):
+                    return got
+            fields = {}
+    raise AssertionError("the stream ended")
+
+
+def settled(progress: dict[str, Any]) -> bool:
+    """The progress tells that the stack's latest request finished."""
+    return progress["status"] in ("COMPLETE", "FAILED") and \
+        progress["observed_generation"] == progress["generation"]
+
+
+def test_a_stacks_progress_is_its_requests_counters_once_or_as_a_stream(
+        http: httpx.Client) -> None:
+    stack_id = create(http, "web")
+    path = stack_path("tenantA", "web", stack_id)
+    got = read_progress(http, f"{path}/progress?watch=true", settled)
+    remaining = [p["nodes_remaining"] for p in got]
+    assert remaining == sorted(remaining, reverse=True)  # counted down
+    assert all(a != b for a, b in pairwise(got))  # only changes are sent
+    end = got[-1]
+    assert end == {
+        "stack_id": stack_id, "stack_name": "web", "action": "CREATE", "status": "COMPLETE",
+        "stack_status": "CREATE_COMPLETE",
+        "stack_status_reason": "Stack CREATE completed successfully",
+        "generation": 1, "observed_generation": 1, "traversal_id": end["traversal_id"],
+        "nodes_total": 3, "nodes_remaining": 0, "nodes_failed": 0, "in_progress": []}
+    assert isinstance(end["traversal_id"], str)
+    # Once, as JSON; by the stack's name alone, a lookup redirect as for the other routes.
+    assert http.get(f"{path}/progress").json() == {"progress": end}
+    looked = http.get("/v1/tenantA/stacks/web/progress", follow_redirects=True)
+    assert looked.json() == {"progress": end}
+
+    # An update that fails: its failure counted.
+    r = http.patch(path, json={"disable_rollback": True, "template": {
+        **TEMPLATE, "resources": {**TEMPLATE["resources"], "third": {
+            "type": "OS::Heat::TestResource", "properties": {"fail": True}}}}})
+    assert r.status_code == 202, r.text
+    failed = read_progress(http, f"{path}/progress?watch=true", settled)[-1]
+    assert (failed["stack_status"], failed["generation"], failed["observed_generation"]) == \
+        ("UPDATE_FAILED", 2, 2)
+    assert failed["nodes_failed"] == 1 and failed["nodes_remaining"] == 0
 
 
 def test_heartbeat_comment(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
