@@ -10,8 +10,10 @@ modules are imported in remote mode: no store, engine or use case.
 The client speaks Heat's orchestration API v1 under ``<url>/v1/<tenant>`` with httpx, sending
 ``CONVERGENCE_TOKEN`` as ``X-Auth-Token``; ``convergence.cli.heat_json`` turns the answers into
 the views and rows the output layer prints. Requests return at once; following one
-(``--wait``) and ``event list --follow`` read the events watch stream (Server-Sent Events,
-``GET .../events?watch=true``): no polling.
+(``--wait``) reads the stack's progress stream (Server-Sent Events, ``GET
+.../progress?watch=true``: the request's counters, as the embedded mode reads them, whatever
+the stack's size), or from a server without it the events watch stream, as ``event list
+--follow`` does (``GET .../events?watch=true``): no polling.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -39,7 +42,8 @@ from convergence.cli.heat_json import (
     stack_view,
 )
 from convergence.cli.listing import EventListing, ResourceListing, cut
-from convergence.cli.progress import TERMINAL, Snapshot, View, settled
+from convergence.cli.progress import TERMINAL, View, settled
+from convergence.cli.remote_progress import Progress, Shown, Told
 from convergence.ports.views import EventView, StackView
 
 if TYPE_CHECKING:
@@ -49,21 +53,8 @@ TIMEOUT = 30.0  # seconds for an ordinary request
 STREAM_READ_TIMEOUT = 120.0  # the stream sends a keepalive every 15 s
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
-    """What the watch stream told so far: the stack and each resource's latest status."""
-
-    stack: StackView
-    resources: Mapping[str, str] = field(default_factory=dict)  # name -> status
-
-    def snapshot(self) -> Snapshot:
-        """As the progress views show it."""
-        done = sum(1 for status in self.resources.values() if status.endswith("_COMPLETE"))
-        if settled(self.stack) and self.stack.status == "COMPLETE":
-            done = len(self.resources)
-        busy = tuple(sorted(n for n, status in self.resources.items()
-                            if status.endswith("_IN_PROGRESS")))
-        return Snapshot(self.stack, len(self.resources), done, busy)
+class NoProgressStream(Exception):
+    """The server has no progress stream (``GET .../progress``): an older one, or Heat."""
 
 
 class RemoteClient:
@@ -204,16 +195,35 @@ class RemoteClient:
         return wait  # the server does the work: only --wait follows it
 
     def follow(self, request: Request, view: View | None) -> StackView:
-        """Follow the request on the watch stream until it finished."""
-        view = view or View()
-        shown = view
+        """Follow the request on the progress stream (or the events) until it finished."""
+        shown = Shown(view or View())
         try:
             with interruptible(f"\nStopped waiting; the server goes on with stack "
                                f"{request.stack.name}."):
-                return self.wait(request.stack, request.after,
-                                 lambda _, p: shown.show(p.snapshot()))
+                try:
+                    return self._follow_progress(request.stack, shown)
+                except NoProgressStream:
+                    return self.wait(request.stack, request.after, lambda e, p: shown.show(
+                        p.snapshot, now=e.resource_type == STACK_TYPE))
         finally:
-            view.close()
+            shown.view.close()
+
+    def _follow_progress(self, s: StackView, shown: Shown) -> StackView:
+        for told in self.watch_progress(s):
+            stack = told.stack(s)
+            shown.show(partial(told.snapshot, stack), now=settled(stack))
+            if not settled(stack):
+                continue
+            try:
+                current = self.get_stack(s.id)
+            except RemoteError as exc:
+                if exc.code == 404 and stack.action == "DELETE":
+                    return stack  # gone: deleted
+                raise
+            if settled(current):
+                shown.show(partial(told.snapshot, current), now=True)
+                return current
+        return s  # pragma: no cover - the stream only ends when the server goes
 
     def stack_events(self, s: StackView) -> list[EventView]:
         return self.list_events(s)
@@ -407,37 +417,46 @@ class RemoteClient:
 
     # The watch stream --------------------------------------------------------------------
 
-    def watch(self, s: StackView, after: int) -> Iterator[EventView]:
-        """The stack's events after the id ``after``, as they happen (forever)."""
+    def _stream(self, path: str, params: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        """(event type, data) of each message of an SSE stream (forever)."""
         timeout = httpx.Timeout(TIMEOUT, read=STREAM_READ_TIMEOUT)
         try:
-            with self._http.stream("GET", f"{self._path(s)}/events",
-                                   params={"watch": "true", "marker": after},
+            with self._http.stream("GET", path, params=params,
                                    headers={"Accept": "text/event-stream"},
                                    timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
+                    if response.status_code == 404 and path.endswith("/progress"):
+                        raise NoProgressStream
                     raise api_error(response)
-                for kind, data in sse_messages(response.iter_lines()):
-                    yield event_view(json.loads(data), s, kind)
+                yield from sse_messages(response.iter_lines())
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: {exc or type(exc).__name__}") from None
+
+    def watch(self, s: StackView, after: int) -> Iterator[EventView]:
+        """The stack's events after the id ``after``, as they happen (forever)."""
+        for kind, data in self._stream(f"{self._path(s)}/events",
+                                       {"watch": "true", "marker": after}):
+            yield event_view(json.loads(data), s, kind)
+
+    def watch_progress(self, s: StackView) -> Iterator[Told]:
+        """The stack's progress, each time it changed (forever); NoProgressStream when the
+        server has no progress stream (an older one, or Heat)."""
+        for kind, data in self._stream(f"{self._path(s)}/progress", {"watch": "true"}):
+            if kind == "stack.progress":
+                yield Told.parse(json.loads(data))
 
     def wait(self, s: StackView, after: int,
              on_event: Callable[[EventView, Progress], None] | None = None) -> StackView:
         """Follow the stream from the event id ``after`` until the stack's latest request
-        finished; ``on_event`` sees every event. Returns the stack as it ended."""
-        resources: dict[str, str] = {}
-        stack = s
+        finished; ``on_event`` sees every event, with what the stream told so far (one
+        :class:`Progress`, kept up). Returns the stack as it ended."""
+        told = Progress(s)
 
         def seen(e: EventView) -> None:
-            nonlocal stack
-            if e.resource_type == STACK_TYPE:
-                stack = replace(stack, action=e.action, status=e.status, status_reason=e.reason)
-            else:
-                resources[e.resource_name] = f"{e.action}_{e.status}"
+            told.event(e)
             if on_event is not None:
-                on_event(e, Progress(stack, dict(resources)))
+                on_event(e, told)
 
         if settled(s):  # already over: show what happened, without waiting
             for e in self.list_events(s, after):
@@ -450,10 +469,10 @@ class RemoteClient:
                     current = self.get_stack(s.id)
                 except RemoteError as exc:
                     if exc.code == 404 and e.action == "DELETE":
-                        return stack  # gone: deleted
+                        return told.stack  # gone: deleted
                     raise
                 if settled(current):
                     return current
-        return stack  # pragma: no cover - the stream only ends when the server goes
+        return told.stack  # pragma: no cover - the stream only ends when the server goes
 
 
