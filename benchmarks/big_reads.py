@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import signal
 import statistics
 import subprocess
@@ -125,7 +126,9 @@ def seed(store: Any, n: int) -> str:
     content = TemplateContent(json.dumps(body), {}, (), {})
     stack_id = str(uuid.uuid4())
     with store.begin() as tx:
-        tid = tx.put_template(content, description=body["description"])
+        # As the use case stores it (``services.templates.store_template``): the template
+        # has no parameters, so a show has none to give.
+        tid = tx.put_template(content, description=body["description"], shown_parameters={})
         tx.insert_stack(stack_id, TENANT, BIG, timeout_mins=None, disable_rollback=False)
         trav = tx.insert_traversal(stack_id, 1, "CREATE", tid, None)
         tx.update_stack(stack_id, generation=1, traversal_id=trav, template_id=tid,
@@ -265,23 +268,33 @@ def make_rows(url: str, n: int, how: str) -> dict[str, Any]:
 
 # Reading ----------------------------------------------------------------------------------------
 
-def reads(client: httpx.Client, stack_id: str, n: int) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Each read: its path and query."""
+def reads(url: str, stack_id: str, n: int) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each read: its path and query. The markers are read from the database, so that each
+    read's first answer through the API is its first."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        def one(sql: str, **values: Any) -> Any:
+            return conn.execute(text(sql), {"s": stack_id, **values}).scalar_one()
+
+        next_event = one("SELECT id FROM events WHERE stack_id = :s ORDER BY id "
+                         "LIMIT 1 OFFSET :o", o=PAGE - 1)
+        middle = f"r{n // 2}"
+        mid_event = one("SELECT min(id) FROM events WHERE stack_id = :s "
+                        "AND resource_name = :r", r=middle)
+        next_name = one("SELECT name FROM resources WHERE stack_id = :s ORDER BY name "
+                        "LIMIT 1 OFFSET :o", o=PAGE - 1)
+    engine.dispose()
     stack = f"/v1/{TENANT}/stacks/{BIG}/{stack_id}"
-    events = client.get(stack + "/events", params={"limit": PAGE}).json()["events"]
-    names = client.get(stack + "/resources", params={"limit": PAGE}).json()["resources"]
-    middle = f"r{n // 2}"
-    deep = client.get(stack + "/events", params={"limit": 1, "resource_name": middle}).json()
     return {
         "stack list": (f"/v1/{TENANT}/stacks", {}),
         "stack show": (stack, {}),
         "events, first 100": (stack + "/events", {"limit": PAGE}),
-        "events, next 100": (stack + "/events", {"limit": PAGE, "marker": events[-1]["id"]}),
-        "events, 100 mid-way": (stack + "/events", {"limit": PAGE,
-                                                    "marker": deep["events"][0]["id"]}),
+        "events, next 100": (stack + "/events", {"limit": PAGE, "marker": next_event}),
+        "events, 100 mid-way": (stack + "/events", {"limit": PAGE, "marker": mid_event}),
         "resources, first 100": (stack + "/resources", {"limit": PAGE}),
-        "resources, next 100": (stack + "/resources",
-                                {"limit": PAGE, "marker": names[-1]["resource_name"]}),
+        "resources, next 100": (stack + "/resources", {"limit": PAGE, "marker": next_name}),
         "resources, 100 mid-way": (stack + "/resources", {"limit": PAGE, "marker": middle}),
         "resource show": (f"{stack}/resources/{middle}", {}),
     }
@@ -305,16 +318,17 @@ def measure(kind: str, n: int, how: str, repeat: int, explain: bool,
         profiler = None
         try:
             with httpx.Client(base_url=base, timeout=600) as client:
-                # The first answer of each kind, before anything else warmed the process.
-                stack = f"/v1/{TENANT}/stacks/{BIG}/{made['stack_id']}"
-                first = {"stack show": timed(client, stack, {})}
-                paths = reads(client, made["stack_id"], n)
+                # The first answer of each read, the stack show the process's first.
+                paths = reads(url, made["stack_id"], n)
+                first = {"stack show": timed(client, *paths["stack show"])}
                 for label, (path, params) in paths.items():
                     first.setdefault(label, timed(client, path, params))
                 if spy is not None:
                     spy.mkdir(parents=True, exist_ok=True)
+                    spy_exe = shutil.which("py-spy") or \
+                        str(pathlib.Path(sys.executable).with_name("py-spy"))
                     profiler = subprocess.Popen(
-                        ["py-spy", "record", "--pid", str(server.pid), "--format", "speedscope",
+                        [spy_exe, "record", "--pid", str(server.pid), "--format", "speedscope",
                          "--output", str(spy / f"{kind}-{n}.json"), "--rate", "500"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(1)
@@ -444,6 +458,8 @@ def snapshot(url: str, stack_id: str) -> dict[str, list[Any]]:
         physical[stack_id] = "<stack>"
         queries = {
             "stacks": "SELECT * FROM stacks WHERE id = :s",
+            "templates": "SELECT t.* FROM templates t JOIN stacks s ON s.template_id = t.id "
+                         "WHERE s.id = :s",
             "resources": "SELECT * FROM resources WHERE stack_id = :s ORDER BY name",
             "events": "SELECT * FROM events WHERE stack_id = :s ORDER BY resource_name, id",
             "traversals": "SELECT * FROM traversals WHERE stack_id = :s",
