@@ -109,12 +109,8 @@ def progress_of(rt: Runtime, stack: StackView | str, busy: int = 0) -> StackProg
                 raise NotFound(f"The Stack ({stack}) could not be found.")
             stack = found
         traversal = tx.traversal(stack.traversal_id) if stack.traversal_id else None
-        names: tuple[str, ...] = ()
-        if busy > 0:
-            page_ = tx.resource_page(stack.id, ResourceQuery(limit=busy,
-                                                             statuses=("IN_PROGRESS",)))
-            names = tuple(r.name for r in page_.records) if page_ is not None else ()
-    return StackProgress(stack, traversal, names)
+        names = tx.names_in_status(stack.id, "IN_PROGRESS", busy) if busy > 0 else []
+    return StackProgress(stack, traversal, tuple(names))
 
 
 # Resources -------------------------------------------------------------------------------------

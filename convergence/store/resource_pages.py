@@ -1,11 +1,13 @@
 """Pages of one stack's resources: Heat's resource list answered by indexed queries.
 
-Callers: composed into ``transactions.Tx`` (``Tx.resource_page``, in the ports' ``Records``
-protocol); ``convergence.services`` (``resource_page``, ``resource_chunks``), for the API's
-``GET .../resources`` and ``.../resources/{name}`` and the CLI's ``resource list`` and
-``resource show``. What the caller asks for is a :class:`~convergence.ports.pages.ResourceQuery`:
-the filters, the order, a ``marker`` (the resource the page starts after) and a ``limit``; the
-answer is a :class:`~convergence.ports.pages.ResourcePage`, the records and who requires each.
+Callers: composed into ``transactions.Tx`` (``Tx.resource_page`` and ``Tx.names_in_status``,
+in the ports' ``Records`` protocol); ``convergence.services`` (``resource_page``,
+``resource_chunks``), for the API's ``GET .../resources`` and ``.../resources/{name}`` and the
+CLI's ``resource list`` and ``resource show``; ``queries.progress_of`` (a few of the resources
+in progress, for a request's progress). What the caller asks for is a
+:class:`~convergence.ports.pages.ResourceQuery`: the filters, the order, a ``marker`` (the
+resource the page starts after) and a ``limit``; the answer is a
+:class:`~convergence.ports.pages.ResourcePage`, the records and who requires each.
 
 A listing shows one record per resource name: the version the stack uses. Several versions of
 a name live side by side while one replaces another; the one shown is an unreplaced one before
@@ -69,6 +71,16 @@ from convergence.store.rows import T_RES, TxPart, record_view
 
 
 class ResourcePageQueries(TxPart):
+    def names_in_status(self, stack_id: str, status: str, limit: int) -> list[str]:
+        """The names of at most ``limit`` of the stack's records in ``status`` (each name once,
+        whichever of its versions it is), in name order: the first entries of
+        ``ix_resources_stack_status``, read from the index alone, whatever the stack's
+        size."""
+        found = self.conn.execute(
+            select(T_RES.c.name).where(T_RES.c.stack_id == stack_id, T_RES.c.status == status)
+            .distinct().order_by(T_RES.c.name).limit(limit))
+        return [str(name) for name, in found]
+
     def resource_page(self, stack_id: str, query: ResourceQuery,
                       after: RecordView | None = None) -> ResourcePage | None:
         """The page's records, in its order, with who requires each. ``after``: a record the
