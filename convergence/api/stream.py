@@ -67,7 +67,7 @@ HEARTBEAT_SECONDS = 15.0  # a ``: keepalive`` comment after this long without a 
 POLL_SECONDS = 0.1  # how often a waiting stream reads the log (events of other processes)
 MAX_WAIT_SECONDS = 60.0  # the cap on a long-poll's ``wait``
 BATCH = 500  # events read per query
-PROGRESS_SECONDS = 0.1  # how often a progress stream reads the stack's progress
+PROGRESS_SECONDS = 0.25  # how often a progress stream reads the stack's progress
 IN_PROGRESS_NAMED = 10  # resources in progress a progress names (the first, by name)
 
 STACK_TYPE = "OS::Heat::Stack"

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # Seconds between two looks at the stack and its progress while waiting, when a bar is shown
 # or events are followed; when only plain lines (or nothing) are shown, every
 # ``QUIET_SECONDS`` (no more often than lines may come).
-REFRESH_SECONDS = 0.1
+REFRESH_SECONDS = 0.25
 QUIET_SECONDS = 0.5
 # Embedded mode: how often to re-offer work held by a stopped process until its lease lapses.
 RESUME_SECONDS = 1.0
