@@ -4,6 +4,7 @@
     python benchmarks/cli_wait.py                              # 10,000 resources, layered
     python benchmarks/cli_wait.py --sizes 1000 10000 100000
     python benchmarks/cli_wait.py --sizes 10000 --modes embedded   # skip the API process
+    python benchmarks/cli_wait.py --repeats 3                  # medians of three rounds
 
 For each size N, a stack of N no-op resources (``OS::Heat::None``, shaped as
 ``benchmarks/engine_scale.py`` makes them; ``update`` changes every resource's value) goes
@@ -34,6 +35,7 @@ import json
 import os
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,7 +166,36 @@ def warm_up() -> None:
                        env=env_for(Path(folder)), capture_output=True, check=True)
 
 
-def run_size(n: int, shape: str, modes: list[str]) -> None:
+Run = tuple[dict[str, float], dict[str, tuple[float, str]], dict[str, tuple[float, str]],
+            dict[str, float]]
+"""One round: the engine's, the embedded commands', the remote commands', the server's."""
+
+
+def run_size(n: int, shape: str, modes: list[str], repeats: int) -> None:
+    """``repeats`` rounds, one after the other; each figure printed is its median (a ratio:
+    the median of each round's own)."""
+    rounds = [one_round(n, shape, modes) for _ in range(repeats)]
+    commands = [("embedded", [r[1] for r in rounds]), ("remote", [r[2] for r in rounds])]
+    for phase in PHASES:
+        engines = [r[0][phase] for r in rounds]
+        line = f"{n:>7} {phase:7} {statistics.median(engines):>8.2f}"
+        for _, runs in commands:
+            walls = [run[phase][0] for run in runs if phase in run]
+            if walls:
+                ratios = [w / e for w, e in zip(walls, engines, strict=True)]
+                line += f" {statistics.median(walls):>9.2f} {statistics.median(ratios):>6.2f}"
+            else:
+                line += f" {'-':>9} {'-':>6}"
+        servers = [r[3][phase] for r in rounds if phase in r[3]]
+        line += f" {statistics.median(servers):>9.2f}" if servers else f" {'-':>9}"
+        print(line)
+    for label, runs in commands:
+        for phase, (_, shown) in runs[-1].items():
+            print(f"        {label} {phase}: {shown}")
+    sys.stdout.flush()
+
+
+def one_round(n: int, shape: str, modes: list[str]) -> Run:
     with tempfile.TemporaryDirectory(prefix="cli-wait-") as name:
         folder = Path(name)
         (folder / "a.json").write_text(template(n, shape, "a"))
@@ -181,19 +212,7 @@ def run_size(n: int, shape: str, modes: list[str]) -> None:
             with api(folder / "remote") as url:
                 remote = cli_times(folder, env_for(folder / "remote", url))
             server = server_times(folder / "remote" / "bench.db")
-    for phase in PHASES:
-        line = f"{n:>7} {phase:7} {engine[phase]:>8.2f}"
-        for found in (embedded, remote):
-            if phase in found:
-                line += f" {found[phase][0]:>9.2f} {found[phase][0] / engine[phase]:>6.2f}"
-            else:
-                line += f" {'-':>9} {'-':>6}"
-        line += f" {server[phase]:>9.2f}" if phase in server else f" {'-':>9}"
-        print(line)
-    for label, found in (("embedded", embedded), ("remote", remote)):
-        for phase, (_, shown) in found.items():
-            print(f"        {label} {phase}: {shown}")
-    sys.stdout.flush()
+    return engine, embedded, remote, server
 
 
 def main() -> None:
@@ -202,13 +221,16 @@ def main() -> None:
     parser.add_argument("--shape", choices=["wide", "chain", "layered"], default="layered")
     parser.add_argument("--modes", nargs="+", choices=["embedded", "remote"],
                         default=["embedded", "remote"])
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="Rounds per size; the figures are their medians (the ratio too, "
+                             "of each round's own pair).")
     args = parser.parse_args()
     warm_up()
     print(f"shape: {args.shape}; seconds of wall time; ratio: the command's over the engine's")
     print(f"{'size':>7} {'phase':7} {'engine':>8} {'embedded':>9} {'ratio':>6} {'remote':>9} "
           f"{'ratio':>6} {'server':>9}")
     for n in args.sizes:
-        run_size(n, args.shape, args.modes)
+        run_size(n, args.shape, args.modes, args.repeats)
 
 
 if __name__ == "__main__":
