@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,8 +50,12 @@ def test_choose_records_prefers_the_newest_unreplaced() -> None:
     assert chosen["c"].id == 4 and chosen["d"].id == 3
 
 
-@given(st.integers(1, 60), st.randoms(use_true_random=False))
-def test_counters_match_edges_and_everything_is_reachable(n: int, rnd) -> None:  # type: ignore
+# A seed rather than ``st.randoms()``: a graph of 60 nodes asks for about 2,000 random
+# draws, past what Hypothesis lets one example take from its own data (its health check then
+# fails the test before it runs).
+@given(st.integers(1, 60), st.integers(0, 2**32 - 1))
+def test_counters_match_edges_and_everything_is_reachable(n: int, seed: int) -> None:
+    rnd = random.Random(seed)
     wanted = {f"r{i}": [f"r{j}" for j in range(i) if rnd.random() < 0.2] for i in range(n)}
     records = [RecordInfo(i + 100, f"r{i}", tuple(j + 100 for j in range(i)
                                                   if rnd.random() < 0.1)) for i in range(n)
