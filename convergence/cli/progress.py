@@ -16,8 +16,9 @@ With a broker the workers do the work and waiting is polling.
 Progress is read from the counters of the stack's current traversal (``queries.progress_of``:
 the nodes of its plan, those left, those failed) and a few of its resources in progress, in
 one read whose cost does not grow with the stack; remote mode gets the same from the API's
-progress stream (``convergence.cli.remote_progress``). A rich bar on a terminal; elsewhere (logs, pipes) a plain line when
-something changed, at most one every ``PLAIN_SECONDS``, and the last one at the end.
+progress stream (``convergence.cli.remote_progress``). A rich bar on a terminal; elsewhere
+(logs, pipes) a plain line when something changed, at most one every ``PLAIN_SECONDS``, and
+the last one at the end.
 """
 
 from __future__ import annotations
