@@ -56,6 +56,8 @@ def definition_policy(definition: StackDefinition, name: str) -> str | None:
         return None
     if resource.external_id is not None:
         return RETAIN  # not the stack's to delete: it was there before, as Heat leaves it
+    if isinstance(resource.deletion_policy, str):  # as written: nothing to resolve
+        return canonical(resource.deletion_policy)
     try:
         return canonical(definition.resolver().resolve(resource.deletion_policy))
     except (TemplateError, UnknownValue):

@@ -24,6 +24,7 @@ from convergence.template.files import is_template_reference
 
 # Beyond this many hops a chain of mappings is a wildcard feeding itself ("OS::*": "OS::X::*").
 MAX_MAPPING_CHAIN = 50
+_NO_HOOKS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,8 @@ class ResourceRegistry:
 
     def hooks_for(self, resource_name: str) -> frozenset[str]:
         """The hooks set on the resource by every ``resources`` key matching its name."""
+        if not self.resources:
+            return _NO_HOOKS
         return frozenset().union(*(s.hooks or () for s in self._matching(resource_name)))
 
     def restricted_actions_for(self, resource_name: str) -> frozenset[str]:
