@@ -43,6 +43,8 @@ from convergence.store import dialect
 from convergence.store.page_filters import any_of, status_is
 from convergence.store.rows import T_EVENT, T_STACK, TxPart, chunks, event_view
 
+_INSERT = insert(T_EVENT)
+
 
 class EventQueries(TxPart):
     def add_events(self, stack_id: str, traversal_id: str | None, generation: int,
@@ -54,7 +56,7 @@ class EventQueries(TxPart):
                  "resource_type": e.resource_type, "action": e.action, "status": e.status,
                  "reason": e.reason, "created_at": self.now} for e in events]
         for chunk in chunks(rows, 1000):
-            self.conn.execute(insert(T_EVENT), chunk)
+            self.conn.execute(_INSERT, chunk)
 
     def events(self, stack_id: str, after: int = 0, limit: int | None = None) -> list[EventView]:
         """The stack's events after the id ``after``, oldest first (the event streams)."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, select, update
+from sqlalchemy import and_, bindparam, case, func, select, update
 
 from convergence.ports.store import NewNode
 from convergence.ports.views import PARKED, READY, SKIPPED, WAITING, NodeView
@@ -21,6 +21,22 @@ from convergence.store.rows import T_NODE, TxPart, chunks, node_state, node_view
 
 _COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "state",
             "successors", "updated_at")
+
+# The statements of every batch, built once (building one costs more than running it).
+_TRAV = T_NODE.c.traversal_id == bindparam("trav")
+_SEQS = T_NODE.c.seq.in_(bindparam("seqs", expanding=True))
+_NODES = select(T_NODE).where(_TRAV, _SEQS)
+_FINISH = update(T_NODE).where(
+    _TRAV, _SEQS, node_state().in_((WAITING, READY, PARKED)),
+).values(state=bindparam("_state"), updated_at=bindparam("_now")).returning(*T_NODE.c)
+# Rows locked in seq order before their counters go down (PostgreSQL only).
+_LOCK_SEQS = select(T_NODE.c.seq).where(_TRAV, _SEQS).order_by(T_NODE.c.seq).with_for_update()
+_LEFT = T_NODE.c.pending - bindparam("amount")
+_RELEASE = update(T_NODE).where(_TRAV, _SEQS).values(
+    pending=_LEFT,
+    state=case((and_(_LEFT <= 0, T_NODE.c.state == WAITING), READY), else_=T_NODE.c.state),
+    updated_at=bindparam("_now"),
+).returning(T_NODE.c.seq, T_NODE.c.pending, T_NODE.c.state)
 
 
 class NodeQueries(TxPart):
@@ -48,8 +64,7 @@ class NodeQueries(TxPart):
     def nodes(self, traversal_id: str, seqs: Iterable[int]) -> list[NodeView]:
         out: list[NodeView] = []
         for chunk in chunks(sorted(set(seqs))):
-            rows = self.conn.execute(select(T_NODE).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk)))
+            rows = self.conn.execute(_NODES, {"trav": traversal_id, "seqs": chunk})
             out.extend(node_view(r) for r in rows)
         return out
 
@@ -105,10 +120,8 @@ class NodeQueries(TxPart):
         """Mark nodes DONE or FAILED; returns those that were not finished already."""
         changed: list[NodeView] = []
         for chunk in chunks(sorted(set(seqs))):
-            rows = self.conn.execute(update(T_NODE).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                node_state().in_((WAITING, READY, PARKED)),
-            ).values(state=state, updated_at=self.now).returning(*T_NODE.c))
+            rows = self.conn.execute(_FINISH, {"trav": traversal_id, "seqs": chunk,
+                                               "_state": state, "_now": self.now})
             changed.extend(node_view(r) for r in rows)
         return changed
 
@@ -161,21 +174,12 @@ class NodeQueries(TxPart):
             by_amount.setdefault(counts[seq], []).append(seq)
         if dialect.locks_rows(self.conn):
             for chunk in chunks(seqs):
-                self.conn.execute(dialect.lock(self.conn, select(T_NODE.c.seq).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                ).order_by(T_NODE.c.seq)))
+                self.conn.execute(_LOCK_SEQS, {"trav": traversal_id, "seqs": chunk})
         ready: list[int] = []
         for amount, group in by_amount.items():
-            left = T_NODE.c.pending - amount
             for chunk in chunks(group):
-                rows = self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
-                ).values(
-                    pending=left,
-                    state=case((and_(left <= 0, T_NODE.c.state == WAITING), READY),
-                               else_=T_NODE.c.state),
-                    updated_at=self.now,
-                ).returning(T_NODE.c.seq, T_NODE.c.pending, T_NODE.c.state))
+                rows = self.conn.execute(_RELEASE, {"trav": traversal_id, "seqs": chunk,
+                                                    "amount": amount, "_now": self.now})
                 # RETURNING gives the new values: became ready now, or was ready already?
                 ready.extend(r.seq for r in rows if r.state == READY and r.pending == 0)
         return sorted(ready)

@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from convergence.errors import Conflict
 from convergence.ports.views import StackView, TemplateContent, template_id
 from convergence.store import dialect
 from convergence.store.rows import CHUNK, T_RES, T_STACK, T_TEMPLATE, TxPart, chunks, stack_view
+
+_STACK = select(T_STACK).where(T_STACK.c.id == bindparam("id"))
+# FOR NO KEY UPDATE on PostgreSQL (see ``dialect.lock_no_key``); SQLite renders no lock.
+_LOCK_STACK = _STACK.with_for_update(key_share=True)
 
 
 class StackQueries(TxPart):
@@ -80,10 +84,7 @@ class StackQueries(TxPart):
             raise Conflict(f"The Stack ({name}) already exists.") from None
 
     def stack(self, stack_id: str, *, lock: bool = False) -> StackView | None:
-        query = select(T_STACK).where(T_STACK.c.id == stack_id)
-        if lock:
-            query = dialect.lock_no_key(self.conn, query)
-        row = self.conn.execute(query).first()
+        row = self.conn.execute(_LOCK_STACK if lock else _STACK, {"id": stack_id}).first()
         return stack_view(row) if row is not None else None
 
     def find_stack(self, tenant: str, name_or_id: str) -> StackView | None:

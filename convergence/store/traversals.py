@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 
 from convergence.ports.views import (
     PARKED,
@@ -33,6 +33,21 @@ from convergence.store.rows import (
     traversal_view,
 )
 
+# What every batch reads first, and the counter it takes its nodes off: built once (building
+# a statement costs more than running it).
+_TRAV_AND_STACK = select(T_TRAV, T_STACK).join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id) \
+    .where(T_TRAV.c.id == bindparam("trav"))
+_COUNTED = {
+    "nodes_remaining": T_TRAV.c.nodes_remaining - bindparam("finished"),
+    "nodes_failed": T_TRAV.c.nodes_failed + bindparam("failed"),
+    "progressed_at": bindparam("_now"),
+}
+_COUNT_DONE = update(T_TRAV).where(T_TRAV.c.id == bindparam("trav")).values(_COUNTED) \
+    .returning(T_TRAV.c.nodes_remaining)
+_COUNT_FAILED = update(T_TRAV).where(T_TRAV.c.id == bindparam("trav")).values({
+    **_COUNTED, "failure": func.coalesce(func.nullif(T_TRAV.c.failure, ""), bindparam("why")),
+}).returning(T_TRAV.c.nodes_remaining)
+
 
 class TraversalQueries(TxPart):
     def insert_traversal(self, stack_id: str, generation: int, action: str,
@@ -49,9 +64,7 @@ class TraversalQueries(TxPart):
     def traversal_and_stack(self, traversal_id: str
                             ) -> tuple[TraversalView | None, StackView | None]:
         """Both in one query: what every batch starts by reading."""
-        joined = select(T_TRAV, T_STACK).join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id) \
-            .where(T_TRAV.c.id == traversal_id)
-        row = self.conn.execute(joined).first()
+        row = self.conn.execute(_TRAV_AND_STACK, {"trav": traversal_id}).first()
         if row is None:
             return None, None
         n = len(T_TRAV.c)
@@ -93,16 +106,12 @@ class TraversalQueries(TxPart):
 
     def count_done(self, traversal_id: str, done: int, failed: int, failure: str) -> int:
         """Take finished nodes off the traversal's counter; returns what remains."""
-        values: dict[str, Any] = {
-            "nodes_remaining": T_TRAV.c.nodes_remaining - (done + failed),
-            "nodes_failed": T_TRAV.c.nodes_failed + failed,
-            "progressed_at": self.now,
-        }
+        params: dict[str, Any] = {"trav": traversal_id, "finished": done + failed,
+                                  "failed": failed, "_now": self.now}
         if failure:
-            values["failure"] = func.coalesce(func.nullif(T_TRAV.c.failure, ""), failure)
-        return int(self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id)
-                                     .values(**values)
-                                     .returning(T_TRAV.c.nodes_remaining)).scalar_one())
+            params["why"] = failure
+        return int(self.conn.execute(_COUNT_FAILED if failure else _COUNT_DONE, params)
+                   .scalar_one())
 
     def end_traversal(self, traversal_id: str, state: str,
                       from_state: str | None = RUNNING) -> bool:
