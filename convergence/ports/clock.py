@@ -51,6 +51,12 @@ class ManualClock:
         with self._lock:
             self._now += seconds
 
+    def step_back(self, seconds: float) -> None:
+        """Go back in time, as a system clock stepped back by NTP does (and as the start of
+        one transaction may read an earlier time than another that committed before it)."""
+        with self._lock:
+            self._now -= seconds
+
     def sleep_until(self, when: float, interrupt: threading.Event | None = None) -> None:
         with self._lock:
             if when > self._now:

@@ -77,7 +77,11 @@ def signal_resource(rt: Runtime, tenant: str, name_or_id: str, resource: str,
         if cooldown is None:
             cooldown = bounds.get("cooldown") or 0
         last = signalled.get(policy.name)
-        if last is not None and tx.now < float(last) + float(cooldown):
+        # The signal's time is when it got the lock: a signal that began before another
+        # but waited for its lock comes after it (its clock read, at the transaction's
+        # start, may be earlier than the time the other one stamped).
+        now = tx.now if last is None else max(tx.now, float(last))
+        if last is not None and now < float(last) + float(cooldown):
             outcome.append(f"cooldown in progress ({cooldown}s): not scaling")
         else:
             current = capacity.get(group.name)
@@ -93,7 +97,7 @@ def signal_resource(rt: Runtime, tenant: str, name_or_id: str, resource: str,
                 outcome.append(f"{group.name} stays at {current} members")
             else:
                 capacity[group.name] = wanted
-                signalled[policy.name] = tx.now
+                signalled[policy.name] = now
                 outcome.append(f"scaling {group.name} from {current} to {wanted} members")
                 new = dataclasses.replace(content, scaling={"capacity": capacity,
                                                             "signalled": signalled})

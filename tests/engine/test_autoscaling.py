@@ -158,6 +158,20 @@ def test_what_a_group_shrinks_by_goes_oldest_first(story: Story, ) -> None:
         assert sorted(r.name for r in tx.records(child.id)) == ["1", "2", "3"]
 
 
+def test_a_signal_stamped_earlier_than_the_last_one_still_scales(story: Story) -> None:
+    """A signal whose transaction read the clock before another one's stamp, but got the
+    stack's lock after it, comes after it: with no cooldown it scales (two clients at once
+    lost a signal so)."""
+    story.create(asg(min_size=1, max_size=30))
+    story.finish()
+    assert signal(story, "up") == "scaling asg from 1 to 2 members"
+    story.finish()
+    story.rt.clock.step_back(5)
+    assert signal(story, "up") == "scaling asg from 2 to 3 members"
+    story.finish()
+    assert size(story) == 3
+
+
 def test_two_clients_signalling_at_once_lose_no_signal(story: Story) -> None:
     import threading
 
