@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import BindParameter, and_, bindparam, delete, func, insert, or_, select, update
 
 from convergence.ports.views import RecordChange, RecordOutline, RecordView
 from convergence.store.rows import T_RES, TxPart, chunks, record_view
 
 # The statements of every batch, built once: building one costs more than running it (a
 # look-up by key takes ~80 us to run and ~300 us to build) and a batch runs a dozen.
-_IDS = bindparam("ids", expanding=True)
+_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _TOKENS = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(_IDS))
 # FOR UPDATE, in id order (PostgreSQL; SQLite renders no lock: one writer at a time).
 _LOCK_TOKENS = _TOKENS.order_by(T_RES.c.id).with_for_update()
