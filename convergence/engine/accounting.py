@@ -19,7 +19,7 @@ from convergence.engine.traversals import begin_rollback, stack_event
 from convergence.ports.store import Tx
 from convergence.ports.views import DONE as DONE_STATE
 from convergence.ports.views import FAILED as FAILED_STATE
-from convergence.ports.views import TRAVERSAL_FAILED, StackView, TraversalView
+from convergence.ports.views import READY, TRAVERSAL_FAILED, NodeView, StackView, TraversalView
 from convergence.ports.work import FINISH, NODES, PLAN, Work, batches, polls
 
 POLLS_PER_MESSAGE = 25
@@ -113,6 +113,8 @@ class Accountant:
             # negative seqs) still run: what failed is deleted even though the node failed.
             successors.update(s for s in node.successors if s < 0)
         ready = tx.release_successors(trav.id, successors)
+        ready, kept = self._keep_in_place(tx, trav.id, finished_nodes, ready)
+        done.extend(kept)
         skipped = tx.skip_descendants(trav.id, failed) if failed else 0
         nxt: Batch | None = None
         if go_on and ready:
@@ -132,3 +134,34 @@ class Accountant:
         if finished:
             follow.append(Work(FINISH, trav.id))
         return follow, nxt
+
+    @staticmethod
+    def _keep_in_place(tx: Tx, traversal_id: str, finished: list[NodeView],
+                       ready: list[int]) -> tuple[list[int], list[int]]:
+        """The cleanup nodes, among those just made ready, of the very records that converge
+        nodes of this batch finished in place: done at once, and their successors released
+        (returns the ready nodes left, and the ones done so).
+
+        Such a node's step would do nothing: its record is the one the template keeps, just
+        converged and not replaced (a replaced record's converge node has moved to the new
+        version). Stepping it would claim the record, step and record it for nothing: half
+        the cost of an update that changes every resource in place. Done here, in the same
+        transaction, its successors (the cleanups of what the record required) wait for
+        exactly what they waited for before."""
+        in_place = {n.record_id for n in finished
+                    if n.phase == "converge" and n.record_id is not None}
+        if not in_place or not ready:
+            return ready, []
+        nodes = tx.nodes(traversal_id, ready)
+        idle = [n.seq for n in nodes
+                if n.phase == "cleanup" and n.record_id in in_place and n.state == READY]
+        if not idle:
+            return ready, []
+        done = tx.finish_nodes(traversal_id, idle, DONE_STATE)
+        successors: Counter[int] = Counter()
+        for node in done:
+            successors.update(node.successors)
+        gone = set(idle)
+        left = [s for s in ready if s not in gone]
+        left.extend(tx.release_successors(traversal_id, successors))
+        return sorted(set(left)), [n.seq for n in done]
