@@ -59,6 +59,16 @@ _SQLITE_PRAGMAS = (
     # a batch's records, nodes and index pages of a stack of a million resources stay in
     # memory from one batch to the next instead of being read again.
     "PRAGMA cache_size=-65536",
+    # The WAL is copied back into the database (a checkpoint, with an fsync) every 20,000
+    # pages rather than SQLite's 1,000: a batch's records, events and nodes dirty pages all
+    # over their random-ordered indexes (names, physical ids), so one commit nearly filled the
+    # default and every commit paid a checkpoint. A page changed by many commits is now
+    # copied back once. Measured on a 30,000-resource create: 24 s -> 17 s (CPU 18.5 -> 15.7).
+    # What a power loss can lose grows with it (the last commits since the checkpoint; never
+    # consistency); a crash of the process loses nothing. After a checkpoint the WAL file is
+    # cut back to 32 MiB.
+    "PRAGMA wal_autocheckpoint=20000",
+    "PRAGMA journal_size_limit=33554432",
 )
 
 # Per process: API workers and Celery workers each hold a pool; PostgreSQL's default

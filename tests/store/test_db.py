@@ -69,6 +69,8 @@ def test_sqlite_creates_the_folder_and_sets_the_pragmas(tmp_path: Path) -> None:
             assert _pragma(connection, "foreign_keys") == 1
             assert _pragma(connection, "busy_timeout") == 30000
             assert _pragma(connection, "cache_size") == -65536  # 64 MiB
+            assert _pragma(connection, "wal_autocheckpoint") == 20000
+            assert _pragma(connection, "journal_size_limit") == 32 << 20
         assert path.exists()
     finally:
         engine.dispose()
