@@ -11,6 +11,7 @@ the shared PostgreSQL server are per process (``tests.conftest_services.own_name
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import sqlite3
 import tempfile
@@ -41,17 +42,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 REAL_MIGRATIONS = (HERE / "store" / "test_migrations.py", HERE / "store" / "test_db.py")
 _real_upgrade = migrate.upgrade
 _copy_lock = threading.Lock()
-_migrated: dict[str, tuple[Path, str | None]] = {}
 
 
+@functools.cache
 def _migrated_copy() -> tuple[Path, str | None]:
-    found = _migrated.get("head")
-    if found is None:
-        folder = tempfile.mkdtemp(prefix="convergence-schema-")
-        atexit.register(shutil.rmtree, folder, True)
-        path = Path(folder) / "head.db"
-        found = _migrated["head"] = (path, _real_upgrade(f"sqlite:///{path}"))
-    return found
+    folder = tempfile.mkdtemp(prefix="convergence-schema-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder) / "head.db"
+    return path, _real_upgrade(f"sqlite:///{path}")
 
 
 def _upgrade_by_copy(engine_or_url: Engine | str, revision: str = "head") -> str | None:
