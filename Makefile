@@ -24,10 +24,11 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The tests that start no processes of their own in two processes (pytest-xdist), then the
-# fault and integration tiers alone (tests/conftest.py). `pytest` alone runs everything in one.
+# fault and integration tiers, also two at a time (tests/conftest.py). `pytest` alone runs
+# everything in one.
 test: lint
 	$(BIN)/python -m pytest -n 2 -m "not processes"
-	$(BIN)/python -m pytest -m processes tests/faults tests/integration
+	$(BIN)/python -m pytest -n 2 -m processes tests/faults tests/integration
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

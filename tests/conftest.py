@@ -3,9 +3,12 @@ databases made as copies of one migrated database.
 
 The tiers that start processes of their own (``tests/faults``: private PostgreSQL, Redis and
 workers; ``tests/integration``: a session's cluster of workers) are marked ``processes``.
-``make test`` runs the other tests in two processes (pytest-xdist), then these alone, one
-after the other, so that their workers' timing is never squeezed by other tests. Databases on
-the shared PostgreSQL server are per process (``tests.conftest_services.own_name``).
+``make test`` runs the other tests in two processes (pytest-xdist), then these, never beside
+the others (whose load would squeeze their workers' timing) but two at a time as well: they
+mostly wait on their processes (a quarter of a core busy on average), and each test process
+has services of its own (a fault test's private PostgreSQL and Redis; a cluster of its own,
+with its own database and Redis index). Databases on the shared PostgreSQL server are per
+process (``tests.conftest_services.own_name``).
 """
 
 from __future__ import annotations
