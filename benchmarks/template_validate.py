@@ -130,7 +130,7 @@ def run_one(n: int, fmt: str) -> dict[str, Any]:
     del text
 
     phases = Phases()
-    phases.wrap(parse, "load_document", "load")  # inside parse_collecting
+    phases.wrap(parse, "load_tree", "load")  # inside parse_collecting
     phases.wrap(definitions, "parse_collecting", "parse+load")
     phases.wrap(definitions, "validate_stack", "validate+graph")
     phases.wrap(validate, "resource_dependencies", "graph")

@@ -130,4 +130,3 @@ class Template:
     location: str | None = None
     attribute_uses: tuple[AttributeUse, ...] = ()
     inline_conditions: tuple[Any, ...] = ()
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

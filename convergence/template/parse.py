@@ -41,7 +41,7 @@ from convergence.template.model import (
     Template,
 )
 from convergence.template.parameters import ParameterSchema, parse_parameters
-from convergence.template.source import DEFAULT_LIMITS, Limits, load_document
+from convergence.template.source import DEFAULT_LIMITS, Limits, load_tree
 from convergence.template.versions import (
     ALL_FUNCTION_NAMES,
     FIRST_WITH_OUTPUT_KEY,
@@ -67,8 +67,10 @@ class _Parser:
 
     def __init__(self, version: TemplateVersion, problems: Problems, files: Mapping[str, str],
                  location: str | None, parameters: Mapping[str, Any],
-                 resources: Mapping[str, Any], conditions: Mapping[str, Any]) -> None:
+                 resources: Mapping[str, Any], conditions: Mapping[str, Any],
+                 owned: bool = False) -> None:
         self._version = version
+        self._owned = owned  # the document may be changed in place (see parse_collecting)
         self.problems = problems
         self.files = files
         self.location = location
@@ -143,8 +145,8 @@ class _Parser:
     def parse(self, value: Any, path: Path, guards: tuple[Guard, ...] = (),
               conditions: bool = False) -> Any:
         """``value`` with calls where functions stand. A map or list without calls is
-        returned as it is, not copied: parsed values share what they do not change with the
-        document (``Template.raw``), and neither is ever modified."""
+        returned as it is: parsed values share what they do not change with the document.
+        One that holds calls is a copy, or in a document the parser owns, changed in place."""
         if isinstance(value, dict):
             if len(value) == 1:
                 for key, args in value.items():
@@ -162,7 +164,8 @@ class _Parser:
                 if isinstance(v, _CONTAINERS):
                     new = self.parse(v, (*path, k), guards, conditions)
                     if new is not v:
-                        changed = dict(value) if changed is None else changed
+                        if changed is None:  # (same keys: iterating value goes on)
+                            changed = value if self._owned else dict(value)
                         changed[k] = new
             return value if changed is None else changed
         if isinstance(value, list):
@@ -171,7 +174,8 @@ class _Parser:
                 if isinstance(v, _CONTAINERS):
                     new = self.parse(v, (*path, i), guards, conditions)
                     if new is not v:
-                        items = list(value) if items is None else items
+                        if items is None:
+                            items = value if self._owned else list(value)
                         items[i] = new
             return value if items is None else items
         return value
@@ -245,12 +249,9 @@ def _suggest(name: str, candidates: Any) -> str:
 
 
 def _as_map(data: Any, path: Path, problems: Problems) -> dict[Any, Any]:
-    if data is None:
-        return {}
-    if isinstance(data, dict):
-        return data
-    problems.add(path, "must be a map", STRUCTURE)
-    return {}
+    if data is not None and not isinstance(data, dict):
+        problems.add(path, "must be a map", STRUCTURE)
+    return data if isinstance(data, dict) else {}
 
 
 def parse_template(
@@ -285,8 +286,10 @@ def parse_collecting(
     files = files or {}
     what = location or "template"
     try:
-        data = load_document(source, what, limits) if isinstance(source, str | bytes) \
-            else source
+        # A document read here is the parser's own: a tree's maps and lists that hold calls
+        # are changed in place, not copied. One given as data is the caller's, never changed.
+        data, owned = load_tree(source, what, limits) if isinstance(source, str | bytes) \
+            else (source, False)
     except TemplateError as exc:
         problems.extend(exc.problems)
         return None
@@ -318,7 +321,7 @@ def parse_collecting(
         if "conditions" in version.sections else {}
 
     parser = _Parser(version, problems, files, location, param_section, resources_raw,
-                     conditions_raw)
+                     conditions_raw, owned)
     groups = _parameter_groups(data.get("parameter_groups"), parameters, problems)
     conditions = _conditions(parser, conditions_raw)
     resources = {name: _resource(parser, str(name), body) for name, body in resources_raw.items()
@@ -341,7 +344,6 @@ def parse_collecting(
         location=location,
         attribute_uses=tuple(parser.attribute_uses),
         inline_conditions=tuple(parser.inline_conditions),
-        raw=data,
     )
 
 

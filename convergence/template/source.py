@@ -218,9 +218,17 @@ def _check_json_depth(data: Any, what: str, limits: Limits) -> None:
         depth += 1
 
 
-@collector_paused()
 def load_document(source: str | bytes, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Parse one YAML or JSON document (JSON when it starts with ``{``, as Heat decides)."""
+    return load_tree(source, what, limits)[0]
+
+
+@collector_paused()
+def load_tree(source: str | bytes, what: str,
+              limits: Limits = DEFAULT_LIMITS) -> tuple[Any, bool]:
+    """:func:`load_document`, and whether the document is a tree: every map and list in it
+    in one place only, as JSON and the plain YAML reader build them (a YAML alias makes the
+    node it names stand in several places). A tree's owner may change it in place."""
     size = len(source)
     if isinstance(source, bytes):
         if size > limits.max_bytes:
@@ -242,9 +250,9 @@ def load_document(source: str | bytes, what: str, limits: Limits = DEFAULT_LIMIT
             raise _fail(what, f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
                         ) from None
         _check_json_depth(data, what, limits)
-        return data
+        return data, True
     data = read_plain(source, limits.max_depth)
-    return data if data is not None else _load_yaml(source, what, limits)
+    return (data, True) if data is not None else (_load_yaml(source, what, limits), False)
 
 
 def _too_big(what: str, size: int, limits: Limits) -> TemplateError:
