@@ -112,21 +112,18 @@ class Accountant:
             # The cleanups of versions it replaced as it ran (a create's failed attempts;
             # negative seqs) still run: what failed is deleted even though the node failed.
             successors.update(s for s in node.successors if s < 0)
-        ready = tx.release_successors(trav.id, successors)
-        ready, kept, seen = self._keep_in_place(tx, trav.id, finished_nodes, ready)
+        ready_views, kept = self._keep_in_place(tx, trav.id, finished_nodes,
+                                                tx.release_successors(trav.id, successors))
         done.extend(kept)
+        ready = [n.seq for n in ready_views]
         skipped = tx.skip_descendants(trav.id, failed) if failed else 0
         nxt: Batch | None = None
         if go_on and ready:
             # Claimed before the traversal's row is counted: resources before the traversal,
             # the order every transaction locks them in. (Released nodes are not done: a
             # traversal with ready ones is not finished.)
-            take, ready = ready[:ctx.batch_size], ready[ctx.batch_size:]
-            unread = [s for s in take if s not in seen]
-            loaded = [seen[s] for s in take if s in seen]
-            if unread:
-                loaded = sorted([*loaded, *tx.nodes(trav.id, unread)], key=lambda n: n.seq)
-            nxt = self.claimer.prepare(tx, trav, stack, loaded, owner, inline=True)
+            take, ready = ready_views[:ctx.batch_size], ready[ctx.batch_size:]
+            nxt = self.claimer.prepare(tx, trav, stack, take, owner, inline=True)
         finished = False
         if done or failed or skipped:
             checked_wrong = len(check_failed.intersection(done))
@@ -140,12 +137,10 @@ class Accountant:
 
     @staticmethod
     def _keep_in_place(tx: Tx, traversal_id: str, finished: list[NodeView],
-                       ready: list[int]
-                       ) -> tuple[list[int], list[int], dict[int, NodeView]]:
+                       ready: list[NodeView]) -> tuple[list[NodeView], list[int]]:
         """The cleanup nodes, among those just made ready, of the very records that converge
         nodes of this batch finished in place: done at once, and their successors released
-        (returns the ready nodes left, the ones done so, and the views of the ready nodes it
-        read, for the next batch's claim not to read them again).
+        (returns the ready nodes left, in seq order, and the ones done so).
 
         Such a node's step would do nothing: its record is the one the template keeps, just
         converged and not replaced (a replaced record's converge node has moved to the new
@@ -156,20 +151,16 @@ class Accountant:
         in_place = {n.record_id for n in finished
                     if n.phase == "converge" and n.record_id is not None}
         if not in_place or not ready:
-            return ready, [], {}
-        nodes = tx.nodes(traversal_id, ready)
-        idle = [n.seq for n in nodes
+            return ready, []
+        idle = [n.seq for n in ready
                 if n.phase == "cleanup" and n.record_id in in_place and n.state == READY]
-        seen = {n.seq: n for n in nodes}
         if not idle:
-            return ready, [], seen
+            return ready, []
         done = tx.finish_nodes(traversal_id, idle, DONE_STATE)
         successors: Counter[int] = Counter()
         for node in done:
             successors.update(node.successors)
         gone = set(idle)
-        left = [s for s in ready if s not in gone]
-        left.extend(tx.release_successors(traversal_id, successors))
-        for seq in gone:
-            seen.pop(seq, None)
-        return sorted(set(left)), [n.seq for n in done], seen
+        left = {n.seq: n for n in ready if n.seq not in gone}
+        left.update((n.seq, n) for n in tx.release_successors(traversal_id, successors))
+        return [left[seq] for seq in sorted(left)], [n.seq for n in done]

@@ -36,7 +36,7 @@ _RELEASE = update(T_NODE).where(_TRAV, _SEQS).values(
     pending=_LEFT,
     state=case((and_(_LEFT <= 0, T_NODE.c.state == WAITING), READY), else_=T_NODE.c.state),
     updated_at=bindparam("_now"),
-).returning(T_NODE.c.seq, T_NODE.c.pending, T_NODE.c.state)
+).returning(*T_NODE.c)
 
 
 class NodeQueries(TxPart):
@@ -160,8 +160,10 @@ class NodeQueries(TxPart):
             woken.extend(r.seq for r in rows if not r.woken)
         return sorted(woken)
 
-    def release_successors(self, traversal_id: str, counts: Mapping[int, int]) -> list[int]:
-        """Decrement successors' counters; returns the ones that became ready.
+    def release_successors(self, traversal_id: str,
+                           counts: Mapping[int, int]) -> list[NodeView]:
+        """Decrement successors' counters; returns the ones that became ready, as they are
+        now, in seq order (what claiming them reads: no second look).
 
         Rows are locked in ascending order first, so that two workers finishing nodes with
         common successors (fan-in) queue up rather than deadlock.
@@ -175,14 +177,14 @@ class NodeQueries(TxPart):
         if dialect.locks_rows(self.conn):
             for chunk in chunks(seqs):
                 self.conn.execute(_LOCK_SEQS, {"trav": traversal_id, "seqs": chunk})
-        ready: list[int] = []
+        ready: list[NodeView] = []
         for amount, group in by_amount.items():
             for chunk in chunks(group):
                 rows = self.conn.execute(_RELEASE, {"trav": traversal_id, "seqs": chunk,
                                                     "amount": amount, "_now": self.now})
                 # RETURNING gives the new values: became ready now, or was ready already?
-                ready.extend(r.seq for r in rows if r.state == READY and r.pending == 0)
-        return sorted(ready)
+                ready.extend(node_view(r) for r in rows if r.state == READY and r.pending == 0)
+        return sorted(ready, key=lambda n: n.seq)
 
     def skip_descendants(self, traversal_id: str, seqs: Iterable[int]) -> int:
         """Nodes that can never run because something before them failed: SKIPPED."""
