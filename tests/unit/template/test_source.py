@@ -124,3 +124,21 @@ def test_unsupported_tags_are_refused() -> None:
 
 def test_empty_document_is_none() -> None:
     assert load_document("", "t") is None
+
+
+def test_equal_strings_of_a_json_document_are_one_object() -> None:
+    # A large template names the same resources and attributes over and over: one string
+    # each, not one per use (json.loads makes a new one for every value).
+    text = ('{"heat_template_version": "2018-08-31", "resources": {"net": {"type": "T"}, '
+            '"a": {"type": "T", "properties": {"n": {"get_resource": "net"}, '
+            '"o": {"get_attr": ["net", "output"]}}}, "b": {"type": "T", "depends_on": ["net"], '
+            '"properties": {"o": {"get_attr": ["net", "output"]}}}}}')
+    doc = load_document(text, "t")
+    resources = doc["resources"]
+    name = next(k for k in resources if k == "net")
+    uses = [resources["a"]["properties"]["n"]["get_resource"],
+            resources["a"]["properties"]["o"]["get_attr"][0],
+            resources["b"]["depends_on"][0], resources["b"]["properties"]["o"]["get_attr"][0]]
+    assert all(u is name for u in uses)
+    outputs = [resources[r]["properties"]["o"]["get_attr"][1] for r in ("a", "b")]
+    assert outputs[0] is outputs[1] and outputs[0] == "output"
