@@ -72,7 +72,8 @@ class Counting:
         return getattr(self.inner, name)
 
 
-def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | None) -> None:
+def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | None,
+              phases: tuple[str, ...] = PHASES) -> None:
     from convergence.dispatch.inprocess import InProcessDispatcher
     from convergence.runtime import open_runtime
     from convergence.services import running, stacks
@@ -92,7 +93,7 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
     counter = StatementCounter(rt.store.engine)
     stats_dir = os.environ.get("CONVERGENCE_STATS_DIR")
     results = []
-    for phase in PHASES:
+    for phase in phases:
         counter.reset()
         before = _worker_figures(stats_dir)
         counting.messages = 1  # the request's own message
@@ -142,10 +143,13 @@ def _counted(execute: Any, counting: Counting) -> Any:
     return wrapped
 
 
-def measure(n: int, shape: str, mode: str, workers: int = 2) -> dict[str, Any]:
-    """One stack of ``n`` resources in ``shape`` created, updated and deleted in a fresh
-    process on a fresh database (``distributed``: PostgreSQL, Redis and ``workers`` worker
-    processes); returns the phases' figures and the peak memory (MiB) of every process."""
+def measure(n: int, shape: str, mode: str, workers: int = 2,
+            phases: tuple[str, ...] = PHASES) -> dict[str, Any]:
+    """One stack of ``n`` resources in ``shape`` created, updated and deleted (``phases``:
+    the first of them, in that order) in a fresh process on a fresh database
+    (``distributed``: PostgreSQL, Redis and ``workers`` worker processes); returns the
+    phases' figures and the peak memory (MiB) of every process."""
+    phases = tuple(p for p in PHASES if p in phases)
     with tempfile.TemporaryDirectory() as folder:
         cluster = None
         if mode == "embedded":
@@ -157,7 +161,8 @@ def measure(n: int, shape: str, mode: str, workers: int = 2) -> dict[str, Any]:
             url, broker, cluster = start_cluster(folder, workers)
         try:
             out = subprocess.run(
-                [sys.executable, __file__, "--child", str(n), shape, mode, url, broker],
+                [sys.executable, __file__, "--child", str(n), shape, mode, url, broker,
+                 "--phases", *phases],
                 check=True, capture_output=True, text=True,
                 env={**os.environ, "PYTHONPATH": os.getcwd(),
                      **({"CONVERGENCE_STATS_DIR": str(cluster.stats)} if cluster else {})},
@@ -176,18 +181,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--mode", choices=["embedded", "distributed"], default="embedded")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES),
+                        help="create alone, or create and update: the rest are not run")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         n, shape, mode, url, broker = args.child
-        run_child(int(n), shape, mode, url, None if broker == "-" else broker)
+        run_child(int(n), shape, mode, url, None if broker == "-" else broker,
+                  tuple(args.phases))
         return
     print(f"mode: {args.mode}")
     print(f"{'shape':8} {'size':>6} {'phase':7} {'status':16} {'wall s':>7} {'res/s':>8} "
           f"{'stmt/res':>8} {'txn/res':>7} {'msg/res':>7} {'peak MiB':>8}")
     for shape in args.shapes:
         for n in args.sizes:
-            report = measure(n, shape, args.mode, args.workers)
+            report = measure(n, shape, args.mode, args.workers, tuple(args.phases))
             peaks = "/".join(f"{p:.0f}" for p in report["peaks"])
             for r in report["results"]:
                 print(f"{shape:8} {n:>6} {r['phase']:7} {r['status']:16} {r['wall']:>7.2f} "

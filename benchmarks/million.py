@@ -4,6 +4,7 @@ whether the cost per resource stays flat; one run prints it all.
     python benchmarks/million.py                                # 10K, 100K, 1M; both tiers
     python benchmarks/million.py --sizes 10000 100000 --modes embedded --shapes wide
     python benchmarks/million.py --chain 1000                   # hop latency only
+    python benchmarks/million.py --sizes 1000000 --shapes layered --phases create
 
 Each size, shape and tier runs in a fresh process on a fresh database
 (:func:`engine_scale.measure`): the embedded tier on SQLite in the process itself, the
@@ -38,6 +39,9 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=["embedded", "distributed"],
                         default=["embedded", "distributed"])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--phases", nargs="+", choices=["create", "update", "delete"],
+                        default=["create", "update", "delete"],
+                        help="create alone, or create and update: the rest are not run")
     parser.add_argument("--chain", type=int, default=1000,
                         help="the length of the chain timed hop by hop (0: none)")
     args = parser.parse_args()
@@ -49,7 +53,7 @@ def main() -> None:
     for mode in args.modes:
         for shape in args.shapes:
             for n in args.sizes:
-                report = measure(n, shape, mode, args.workers)
+                report = measure(n, shape, mode, args.workers, tuple(args.phases))
                 peaks = "/".join(f"{p:.0f}" for p in report["peaks"])
                 for r in report["results"]:
                     figures[mode, shape, n, r["phase"]] = r["wall"]
@@ -63,7 +67,7 @@ def main() -> None:
         print(f"\n{label} per resource, each size over the one before (1.0: linear)")
         for mode in args.modes:
             for shape in args.shapes:
-                for phase in ("create", "update", "delete"):
+                for phase in args.phases:
                     shown = "  ".join(
                         f"{_k(b)}/{_k(a)} "
                         f"{_ratio(table, (mode, shape, a, phase), (mode, shape, b, phase)):.2f}"
@@ -72,7 +76,7 @@ def main() -> None:
     if args.chain:
         print(f"\na chain of {args.chain}: time per hop (create)")
         for mode in args.modes:
-            report = measure(args.chain, "chain", mode, args.workers)
+            report = measure(args.chain, "chain", mode, args.workers, ("create",))
             wall = report["results"][0]["wall"]
             print(f"{mode:11} {wall:.2f} s, {wall / args.chain * 1000:.2f} ms per hop",
                   flush=True)
