@@ -112,17 +112,16 @@ class Accountant:
             # The cleanups of versions it replaced as it ran (a create's failed attempts;
             # negative seqs) still run: what failed is deleted even though the node failed.
             successors.update(s for s in node.successors if s < 0)
-        ready_views, kept = self._keep_in_place(tx, trav.id, finished_nodes,
-                                                tx.release_successors(trav.id, successors))
+        ready, kept = self._keep_in_place(tx, trav.id, finished_nodes,
+                                          tx.release_successors(trav.id, successors))
         done.extend(kept)
-        ready = [n.seq for n in ready_views]
         skipped = tx.skip_descendants(trav.id, failed) if failed else 0
         nxt: Batch | None = None
         if go_on and ready:
             # Claimed before the traversal's row is counted: resources before the traversal,
             # the order every transaction locks them in. (Released nodes are not done: a
             # traversal with ready ones is not finished.)
-            take, ready = ready_views[:ctx.batch_size], ready[ctx.batch_size:]
+            take, ready = ready[:ctx.batch_size], ready[ctx.batch_size:]
             nxt = self.claimer.prepare(tx, trav, stack, take, owner, inline=True)
         finished = False
         if done or failed or skipped:
@@ -130,7 +129,7 @@ class Accountant:
             remaining = tx.count_done(trav.id, len(done) + skipped - checked_wrong,
                                       len(failed) + checked_wrong, failure)
             finished = remaining <= 0
-        follow.extend(batches(trav.id, ready + released, ctx.batch_size))
+        follow.extend(batches(trav.id, [n.seq for n in ready] + released, ctx.batch_size))
         if finished:
             follow.append(Work(FINISH, trav.id))
         return follow, nxt
