@@ -20,6 +20,7 @@ WAITING, READY, DONE, FAILED, SKIPPED = "WAITING", "READY", "DONE", "FAILED", "S
 # A node whose step waits on something outside its stack (a nested stack's end): it holds no
 # worker, lease or timer, and the event it waits for makes it READY again.
 PARKED = "PARKED"
+NODE_STATES = (WAITING, READY, PARKED, DONE, FAILED, SKIPPED)
 # Traversal states
 PLANNING, RUNNING, COMPLETE, SUPERSEDED = "PLANNING", "RUNNING", "COMPLETE", "SUPERSEDED"
 TRAVERSAL_FAILED = "FAILED"

@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import array as pg_array
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from convergence.store.rows import T_REQUIREMENTS, T_RES
+from convergence.store.rows import T_REQUIREMENTS, T_RES, keyed
 
 S = TypeVar("S", bound=Select[Any])
 T = TypeVar("T")
@@ -140,7 +140,7 @@ def required_by(conn: Connection, stack_id: str, ids: Sequence[int]) -> dict[int
         probes = cast(bindparam("probes", [json.dumps([i]) for i in wanted],
                                 type_=ARRAY(Text)), ARRAY(JSONB))
         found = conn.execute(select(t.c.name, t.c.requires).where(
-            cast(t.c.requires, JSONB).op("@>")(any_(probes)), t.c.stack_id == stack_id))
+            cast(t.c.requires, JSONB).op("@>")(any_(probes)), keyed(t.c.stack_id, stack_id)))
         for name, requires in found:
             for rid in wanted.intersection(int(i) for i in requires or ()):
                 users.setdefault(rid, set()).add(name)

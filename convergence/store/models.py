@@ -47,6 +47,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
@@ -251,8 +252,8 @@ class NodeRow(Base):
     __tablename__ = "nodes"
 
     # No foreign key: only the planner writes node rows, holding their traversal's row.
-    traversal_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    traversal_id: Mapped[str] = mapped_column(String(36))
+    seq: Mapped[int] = mapped_column(Integer)
     record_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
     name: Mapped[str] = mapped_column(String(255))
     phase: Mapped[str] = mapped_column(String(8))  # converge | cleanup
@@ -269,8 +270,14 @@ class NodeRow(Base):
     successors: Mapped[list[Any]] = mapped_column(JSON, default=list)  # seqs
     updated_at: Mapped[float] = mapped_column(Float)
 
-    __table_args__ = (Index("ix_nodes_state", "traversal_id", "state"),
-                      Index("ix_nodes_record", "traversal_id", "record_id"))
+    # No index begins with the traversal (migration 0019): given a traversal's seqs, or its
+    # records, or a state, every way in goes by those first. An index that began with the
+    # traversal let PostgreSQL's planner go in by the traversal alone, whenever its figures
+    # made a traversal look small (none yet, or figures taken before the traversal began),
+    # and filter a batch's 200 nodes out of the whole plan: every batch then read the plan.
+    __table_args__ = (PrimaryKeyConstraint("seq", "traversal_id", name="nodes_pkey"),
+                      Index("ix_nodes_state", "state", "traversal_id"),
+                      Index("ix_nodes_record", "record_id", "traversal_id"))
 
 
 class EventRow(Base):

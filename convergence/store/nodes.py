@@ -15,15 +15,15 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, func, select, update
 
 from convergence.ports.store import NewNode
-from convergence.ports.views import PARKED, READY, SKIPPED, WAITING, NodeView
+from convergence.ports.views import NODE_STATES, PARKED, READY, SKIPPED, WAITING, NodeView
 from convergence.store import dialect
-from convergence.store.rows import T_NODE, TxPart, chunks, node_state, node_view
+from convergence.store.rows import T_NODE, TxPart, chunks, keyed, node_state, node_view
 
 _COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "state",
             "successors", "updated_at")
 
 # The statements of every batch, built once (building one costs more than running it).
-_TRAV = T_NODE.c.traversal_id == bindparam("trav")
+_TRAV = keyed(T_NODE.c.traversal_id, bindparam("trav"))
 _SEQS = T_NODE.c.seq.in_(bindparam("seqs", expanding=True))
 _NODES = select(T_NODE).where(_TRAV, _SEQS)
 _FINISH = update(T_NODE).where(
@@ -70,7 +70,7 @@ class NodeQueries(TxPart):
 
     def ready_nodes(self, traversal_id: str) -> list[int]:
         rows = self.conn.execute(select(T_NODE.c.seq).where(
-            T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == READY))
+            keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.state == READY))
         return [r.seq for r in rows]
 
     def current_nodes_of(self, traversal_id: str, record_ids: Iterable[int]) -> list[int]:
@@ -78,19 +78,21 @@ class NodeQueries(TxPart):
         out: list[int] = []
         for chunk in chunks(sorted(set(record_ids))):
             rows = self.conn.execute(select(T_NODE.c.seq).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
+                keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.record_id.in_(chunk),
                 node_state() == READY))
             out.extend(r.seq for r in rows)
         return out
 
     def node_states(self, traversal_id: str) -> dict[str, int]:
+        # Each state's nodes by ``ix_nodes_state``: no index begins with the traversal.
         rows = self.conn.execute(select(T_NODE.c.state, func.count()).where(
-            T_NODE.c.traversal_id == traversal_id).group_by(T_NODE.c.state))
+            T_NODE.c.state.in_(NODE_STATES), keyed(T_NODE.c.traversal_id, traversal_id),
+        ).group_by(T_NODE.c.state))
         return {state: count for state, count in rows}
 
     def set_node_record(self, traversal_id: str, seq: int, record_id: int) -> None:
         self.conn.execute(update(T_NODE).where(
-            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == seq,
+            keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.seq == seq,
         ).values(record_id=record_id))
 
     def add_cleanup_node(self, traversal_id: str, after: int, record_id: int,
@@ -99,19 +101,19 @@ class NodeQueries(TxPart):
         none) that waits for node ``after``. Its seq is ``-record_id``: planned seqs count up
         from 0 and a record is replaced once, so it is unique with no lock to take."""
         found = self.conn.execute(select(T_NODE.c.seq).where(
-            T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id == record_id,
+            keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.record_id == record_id,
             T_NODE.c.phase == "cleanup")).first()
         if found is not None:
             return False
         before = self.conn.execute(select(T_NODE.c.successors).where(
-            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == after)).first()
+            keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.seq == after)).first()
         if before is None:
             return False
         self.conn.execute(T_NODE.insert().values(
             traversal_id=traversal_id, seq=-record_id, record_id=record_id, name=name,
             phase="cleanup", pending=1, state=WAITING, successors=[], updated_at=self.now))
         self.conn.execute(update(T_NODE).where(
-            T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq == after,
+            keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.seq == after,
         ).values(successors=[*(before.successors or []), -record_id]))
         return True
 
@@ -138,7 +140,7 @@ class NodeQueries(TxPart):
         for deadline, group in by_deadline.items():
             for chunk in chunks(group):
                 rows = self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.seq.in_(chunk),
                     node_state() == READY,
                 ).values(state=case((T_NODE.c.woken, READY), else_=PARKED), woken=False,
                          wake_at=deadline, updated_at=self.now,
@@ -153,7 +155,7 @@ class NodeQueries(TxPart):
         woken: list[int] = []
         for chunk in chunks(sorted(set(record_ids))):
             rows = self.conn.execute(update(T_NODE).where(
-                T_NODE.c.traversal_id == traversal_id, T_NODE.c.record_id.in_(chunk),
+                keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.record_id.in_(chunk),
                 node_state().in_((READY, PARKED)),
             ).values(woken=T_NODE.c.state == READY, state=READY, updated_at=self.now,
                      ).returning(T_NODE.c.seq, T_NODE.c.woken))
@@ -206,7 +208,7 @@ class NodeQueries(TxPart):
             if targets:
                 for chunk in chunks(sorted(targets)):
                     self.conn.execute(update(T_NODE).where(
-                        T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                        keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.seq.in_(chunk),
                     ).values(state=SKIPPED, updated_at=self.now))
                 skipped += len(targets)
             frontier = set(targets)

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import BindParameter, and_, bindparam, delete, func, insert, or_, select, update
 
 from convergence.ports.views import RecordChange, RecordOutline, RecordView
-from convergence.store.rows import T_RES, TxPart, chunks, record_view
+from convergence.store.rows import T_RES, TxPart, chunks, keyed, record_view
 
 # The statements of every batch, built once: building one costs more than running it (a
 # look-up by key takes ~80 us to run and ~300 us to build) and a batch runs a dozen.
@@ -28,8 +28,9 @@ _TOKENS = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(_IDS))
 # FOR UPDATE, in id order (PostgreSQL; SQLite renders no lock: one writer at a time).
 _LOCK_TOKENS = _TOKENS.order_by(T_RES.c.id).with_for_update()
 _HEADS = select(T_RES).where(
-    T_RES.c.stack_id == bindparam("stack"), T_RES.c.name.in_(bindparam("names", expanding=True)),
-    T_RES.c.replaced_by.is_(None)).order_by(T_RES.c.id)
+    keyed(T_RES.c.stack_id, bindparam("stack")),
+    T_RES.c.name.in_(bindparam("names", expanding=True)), T_RES.c.replaced_by.is_(None),
+).order_by(T_RES.c.id)
 _CLAIM = update(T_RES).where(
     T_RES.c.id.in_(_IDS),
     # Nobody's (a poll watch is nobody's), or already ours. An expired lease of someone else

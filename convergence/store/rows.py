@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Connection, Table
+from sqlalchemy import ColumnElement, Connection, Table, literal, select
+from sqlalchemy import cast as sql_cast
 
 from convergence.ports.views import (
     DeliveryView,
@@ -61,12 +62,31 @@ class Row:
         self.__dict__.update(zip(table.c.keys(), values, strict=True))
 
 
+def keyed(column: Any, value: Any) -> ColumnElement[bool]:
+    """``column = value`` for a key whose rows are new (a traversal's nodes, a stack's
+    records), written so that PostgreSQL's planner estimates it as an average key.
+
+    Given the value itself, the planner looks it up in its statistics. A traversal (or a
+    stack) begun since the last ANALYZE is not there, so it is taken to match one row, and
+    any index that begins with the key looks as cheap as one that also takes the rest of the
+    look-up (a batch's 200 seqs or names): the planner goes in by the key alone and filters
+    the rest out of every row of the key. Given a subquery's result, which it cannot look
+    up, it takes the key to match an average share of the rows. SQLite keeps no statistics:
+    it reads the subquery once and uses the same index either way. (Without statistics at
+    all, PostgreSQL takes a key to match 0.5 % of the rows either way: nodes keep no index
+    that begins with the traversal, migration 0019.)"""
+    param = value if isinstance(value, ColumnElement) else literal(value)
+    return cast(ColumnElement[bool],
+                column == select(sql_cast(param, column.type)).scalar_subquery())
+
+
 def node_state() -> ColumnElement[str]:
     """A node's state as a filter beside a look-up by key (seqs, records): the same value,
     in a form no index serves. SQLite keeps no statistics, and given ``state IN (...)`` it
     went in by ``ix_nodes_state`` (every node of the traversal in that state) rather than by
     the primary key's 200 seqs: each batch read the whole waiting plan, and a traversal's
-    cost grew with the square of its size. PostgreSQL picks the key either way."""
+    cost grew with the square of its size. PostgreSQL, given the traversal by :func:`keyed`,
+    picks the key either way."""
     return m.NodeRow.__table__.c.state.concat("")
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from convergence.ports.views import (
     COMPLETE,
     FAILED,
+    NODE_STATES,
     PARKED,
     PLANNING,
     READY,
@@ -36,6 +37,7 @@ from convergence.store.rows import (
     T_TRAV,
     TxPart,
     chunks,
+    keyed,
     node_state,
 )
 
@@ -82,10 +84,14 @@ class SweepQueries(TxPart):
     # leases -------------------------------------------------------------------------------
     def take_over_expired(self, limit: int) -> list[TakenOver]:
         """Leases past their deadline, and poll watches nobody kept: let go of them, with the
-        fencing token bumped so that a late writer holding the old one is refused."""
+        fencing token bumped so that a late writer holding the old one is refused. The longest
+        expired first, in the order of ``ix_resources_lease``: in the order of the key, the
+        planner would rather read every record (it took 40 to 80 ms at 100,000 records, at
+        every sweep) than the few under a lease."""
         expired = and_(T_RES.c.lease_expires.is_not(None), T_RES.c.lease_expires < self.now)
         found = _taken(self.conn.execute(select(*_TAKEN_COLUMNS).where(expired)
-                                         .order_by(T_RES.c.id).limit(limit)))
+                                         .order_by(T_RES.c.lease_expires, T_RES.c.id)
+                                         .limit(limit)))
         if not found:
             return []
         taken: set[int] = set()
@@ -170,7 +176,7 @@ class SweepQueries(TxPart):
         def lost(traversal_id: str) -> Any:
             return (select(T_NODE.c.traversal_id, T_NODE.c.seq)
                     .outerjoin(T_RES, T_RES.c.id == T_NODE.c.record_id)
-                    .where(T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == READY,
+                    .where(keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.state == READY,
                            T_NODE.c.updated_at < self.now - idle,
                            or_(T_RES.c.id.is_(None), T_RES.c.lease_expires.is_(None),
                                T_RES.c.lease_expires < self.now)))
@@ -188,7 +194,7 @@ class SweepQueries(TxPart):
         def done_waiting(traversal_id: str) -> Any:
             return (select(T_NODE.c.traversal_id, T_NODE.c.seq)
                     .join(child, child.c.parent_record_id == T_NODE.c.record_id)
-                    .where(T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == PARKED,
+                    .where(keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.state == PARKED,
                            child.c.status != "IN_PROGRESS"))
 
         rows = self._nodes_of(self._running(), limit, done_waiting)
@@ -200,7 +206,7 @@ class SweepQueries(TxPart):
         again, and returned."""
         def due(traversal_id: str) -> Any:
             return (select(T_NODE.c.traversal_id, T_NODE.c.seq)
-                    .where(T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == PARKED,
+                    .where(keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.state == PARKED,
                            T_NODE.c.wake_at.is_not(None), T_NODE.c.wake_at <= self.now))
 
         rows = self._nodes_of(self._running(current=False), limit, due)
@@ -215,7 +221,7 @@ class SweepQueries(TxPart):
         for traversal_id, seqs in out.items():
             for chunk in chunks(seqs):
                 self.conn.execute(update(T_NODE).where(
-                    T_NODE.c.traversal_id == traversal_id, T_NODE.c.seq.in_(chunk),
+                    keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.seq.in_(chunk),
                     node_state() == was).values(state=state, updated_at=self.now))
         return out
 
@@ -284,16 +290,18 @@ class SweepQueries(TxPart):
         for traversal_id in ids:
             if deleted >= rows:
                 break
-            # The lowest seqs first, a range of the primary key at a time.
-            bound = self.conn.execute(select(T_NODE.c.seq).where(
-                T_NODE.c.traversal_id == traversal_id).order_by(T_NODE.c.seq)
-                .offset(rows - deleted - 1).limit(1)).scalar()
-            where = [T_NODE.c.traversal_id == traversal_id]
-            if bound is not None:
-                where.append(T_NODE.c.seq <= bound)
-            deleted += int(self.conn.execute(delete(T_NODE).where(*where)).rowcount)
-            if bound is None:
-                # Nothing left: nodes_total 0 marks the plan as purged, so that the
+            # Found state by state (``ix_nodes_state``: no index begins with the traversal),
+            # then deleted by the key.
+            wanted = rows - deleted
+            seqs = list(self.conn.execute(select(T_NODE.c.seq).where(
+                T_NODE.c.state.in_(NODE_STATES), keyed(T_NODE.c.traversal_id, traversal_id),
+            ).limit(wanted)).scalars())
+            for chunk in chunks(seqs):
+                deleted += int(self.conn.execute(delete(T_NODE).where(
+                    T_NODE.c.seq.in_(chunk), keyed(T_NODE.c.traversal_id, traversal_id),
+                )).rowcount)
+            if len(seqs) < wanted:
+                # All that was left is gone: nodes_total 0 marks the plan as purged, so that the
                 # traversal is not looked at again.
                 self.conn.execute(update(T_TRAV).where(T_TRAV.c.id == traversal_id)
                                   .values(nodes_total=0))

@@ -29,6 +29,7 @@ from convergence.store.rows import (
     T_TRAV,
     Row,
     TxPart,
+    keyed,
     stack_view,
     traversal_view,
 )
@@ -127,7 +128,7 @@ class TraversalQueries(TxPart):
 
     def _unpark(self, traversal_id: str) -> None:
         self.conn.execute(update(T_NODE).where(
-            T_NODE.c.traversal_id == traversal_id, T_NODE.c.state == PARKED,
+            keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.state == PARKED,
         ).values(state=SKIPPED, updated_at=self.now))
 
     def traversal_counts(self) -> dict[tuple[str, str], int]:

@@ -41,7 +41,7 @@ from tests.conftest_services import postgres_url, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_store"
 # The newest migration: every upgrade below must end there.
-HEAD = "0018"
+HEAD = "0019"
 STORE = Path(__file__).resolve().parents[2] / "convergence" / "store"
 
 

@@ -1,5 +1,5 @@
 """Ended plans are deleted a bounded number of node rows at a time: a plan of a million nodes
-goes over several sweeps in short transactions, lowest seqs first, and its traversal is marked
+goes over several sweeps in short transactions, and its traversal is marked
 purged only once none is left.
 
 A real stack created on SQLite, its traversal's node rows read back after each purge.
