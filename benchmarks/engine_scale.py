@@ -93,7 +93,13 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
     counter = StatementCounter(rt.store.engine)
     stats_dir = os.environ.get("CONVERGENCE_STATS_DIR")
     results = []
-    for phase in phases:
+    for i, phase in enumerate(phases):
+        if i and os.environ.get("CONVERGENCE_BENCH_ANALYZE") and rt.store.engine.dialect.name \
+                == "postgresql":
+            # As autovacuum would have by then: figures taken before the phase's traversal.
+            with rt.store.engine.connect() as conn:
+                conn.exec_driver_sql("ANALYZE")
+                conn.commit()
         counter.reset()
         before = _worker_figures(stats_dir)
         counting.messages = 1  # the request's own message
@@ -144,11 +150,13 @@ def _counted(execute: Any, counting: Counting) -> Any:
 
 
 def measure(n: int, shape: str, mode: str, workers: int = 2,
-            phases: tuple[str, ...] = PHASES) -> dict[str, Any]:
+            phases: tuple[str, ...] = PHASES, analyze: bool = False) -> dict[str, Any]:
     """One stack of ``n`` resources in ``shape`` created, updated and deleted (``phases``:
     the first of them, in that order) in a fresh process on a fresh database
     (``distributed``: PostgreSQL, Redis and ``workers`` worker processes); returns the
-    phases' figures and the peak memory (MiB) of every process."""
+    phases' figures and the peak memory (MiB) of every process. ``analyze``: PostgreSQL's
+    figures are taken (ANALYZE) before each phase after the first, as autovacuum would on a
+    live database; untimed. Without it, the benchmark's databases are never analysed."""
     phases = tuple(p for p in PHASES if p in phases)
     with tempfile.TemporaryDirectory() as folder:
         cluster = None
@@ -165,7 +173,8 @@ def measure(n: int, shape: str, mode: str, workers: int = 2,
                  "--phases", *phases],
                 check=True, capture_output=True, text=True,
                 env={**os.environ, "PYTHONPATH": os.getcwd(),
-                     **({"CONVERGENCE_STATS_DIR": str(cluster.stats)} if cluster else {})},
+                     **({"CONVERGENCE_STATS_DIR": str(cluster.stats)} if cluster else {}),
+                     **({"CONVERGENCE_BENCH_ANALYZE": "1"} if analyze else {})},
             ).stdout
             report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
             report["peaks"] = [report["peak_mib"], *(cluster.peaks() if cluster else [])]
@@ -183,6 +192,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES),
                         help="create alone, or create and update: the rest are not run")
+    parser.add_argument("--analyze", action="store_true",
+                        help="PostgreSQL: ANALYZE before each phase after the first")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -195,7 +206,8 @@ def main() -> None:
           f"{'stmt/res':>8} {'txn/res':>7} {'msg/res':>7} {'peak MiB':>8}")
     for shape in args.shapes:
         for n in args.sizes:
-            report = measure(n, shape, args.mode, args.workers, tuple(args.phases))
+            report = measure(n, shape, args.mode, args.workers, tuple(args.phases),
+                             args.analyze)
             peaks = "/".join(f"{p:.0f}" for p in report["peaks"])
             for r in report["results"]:
                 print(f"{shape:8} {n:>6} {r['phase']:7} {r['status']:16} {r['wall']:>7.2f} "
