@@ -176,7 +176,7 @@ class NodeQueries(TxPart):
         by_amount: dict[int, list[int]] = {}
         for seq in seqs:
             by_amount.setdefault(counts[seq], []).append(seq)
-        if dialect.locks_rows(self.conn):
+        if dialect.locks_rows(self.conn) and len(seqs) > 1:  # one row: its update locks it
             for chunk in chunks(seqs):
                 self.conn.execute(_LOCK_SEQS, {"trav": traversal_id, "seqs": chunk})
         ready: list[NodeView] = []

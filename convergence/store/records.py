@@ -42,21 +42,23 @@ _RENEW = update(T_RES).where(
     T_RES.c.id.in_(_IDS), T_RES.c.lease_owner == bindparam("owner"),
 ).values(lease_expires=bindparam("until")).returning(T_RES.c.id)
 _DELETE = delete(T_RES).where(T_RES.c.id.in_(_IDS))
-# apply_many's updates, one per shape of change (the columns it sets, and whether it keeps a
-# watch): few shapes recur.
-_APPLIED: dict[tuple[tuple[str, ...], bool], Any] = {}
+_FENCE = T_RES.c.fencing_token == bindparam("_token")
+_DELETE_FENCED = delete(T_RES).where(T_RES.c.id == bindparam("_id"), _FENCE)
+# apply_many's updates, one per shape of change (the columns it sets, whether it keeps a
+# watch, and whether the statement checks the token itself): few shapes recur.
+_APPLIED: dict[tuple[tuple[str, ...], bool, bool], Any] = {}
 
 
-def _applying(keys: tuple[str, ...], watched: bool) -> Any:
-    stmt = _APPLIED.get((keys, watched))
+def _applying(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Any:
+    stmt = _APPLIED.get((keys, watched, fenced))
     if stmt is None:
         values: dict[str, Any] = {k: bindparam(k) for k in keys}
         values.update(lease_owner=None,
                       lease_expires=bindparam("_watch") if watched else None)
         if keys:  # only releasing the lease is not a change of the resource
             values["updated_at"] = bindparam("_now")
-        stmt = _APPLIED[keys, watched] = update(T_RES).where(
-            T_RES.c.id == bindparam("_id")).values(values)
+        where = [T_RES.c.id == bindparam("_id"), *([_FENCE] if fenced else [])]
+        stmt = _APPLIED[keys, watched, fenced] = update(T_RES).where(*where).values(values)
     return stmt
 
 
@@ -210,7 +212,10 @@ class RecordQueries(TxPart):
 
         The tokens are read (and on PostgreSQL locked) first, in id order; changes whose token
         is stale are dropped; the rest are written with one executemany per shape of change.
+        One change alone (a chain's hop) is one statement that checks the token itself.
         """
+        if len(changes) == 1:
+            return self._apply_one(changes[0])
         ids = sorted({c.record_id for c in changes})
         current: dict[int, int] = {}
         for chunk in chunks(ids):
@@ -233,6 +238,19 @@ class RecordQueries(TxPart):
         for (keys, watched), rows in shapes.items():
             self.conn.execute(_applying(keys, watched), rows)
         return {c.record_id for c in valid}
+
+    def _apply_one(self, c: RecordChange) -> set[int]:
+        """:meth:`apply_many` of one change: written where its token is still the record's."""
+        row: dict[str, Any] = {"_id": c.record_id, "_token": c.token}
+        if c.delete:
+            done = self.conn.execute(_DELETE_FENCED, row).rowcount
+        else:
+            row.update(c.values, _now=self.now)
+            if c.watch is not None:
+                row["_watch"] = self.now + c.watch
+            stmt = _applying(tuple(sorted(c.values)), c.watch is not None, fenced=True)
+            done = self.conn.execute(stmt, row).rowcount
+        return {c.record_id} if done == 1 else set()
 
     # abandoning and forgetting (failures, mark-unhealthy, abandon) --------------------------
     def fail_pending_operations(self, stack_id: str, reason: str) -> int:

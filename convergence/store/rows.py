@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Connection, Table, literal, select
-from sqlalchemy import cast as sql_cast
+from sqlalchemy import ColumnElement, Connection, Table, literal
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from convergence.ports.views import (
     DeliveryView,
@@ -62,6 +63,28 @@ class Row:
         self.__dict__.update(zip(table.c.keys(), values, strict=True))
 
 
+class Unestimated(ColumnElement[Any]):
+    """A bound value that PostgreSQL reads as a subquery's result (see :func:`keyed`);
+    elsewhere, the value itself."""
+
+    inherit_cache = True
+    _traverse_internals = [("value", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, value: ColumnElement[Any]) -> None:
+        self.value = value
+        self.type = value.type
+
+
+@compiles(Unestimated)
+def _as_value(element: Unestimated, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.value, **kw))
+
+
+@compiles(Unestimated, "postgresql")
+def _as_subquery(element: Unestimated, compiler: Any, **kw: Any) -> str:
+    return f"(SELECT {compiler.process(element.value, **kw)})"
+
+
 def keyed(column: Any, value: Any) -> ColumnElement[bool]:
     """``column = value`` for a key whose rows are new (a traversal's nodes, a stack's
     records), written so that PostgreSQL's planner estimates it as an average key.
@@ -72,12 +95,11 @@ def keyed(column: Any, value: Any) -> ColumnElement[bool]:
     look-up (a batch's 200 seqs or names): the planner goes in by the key alone and filters
     the rest out of every row of the key. Given a subquery's result, which it cannot look
     up, it takes the key to match an average share of the rows. SQLite keeps no statistics:
-    it reads the subquery once and uses the same index either way. (Without statistics at
-    all, PostgreSQL takes a key to match 0.5 % of the rows either way: nodes keep no index
-    that begins with the traversal, migration 0019.)"""
-    param = value if isinstance(value, ColumnElement) else literal(value)
-    return cast(ColumnElement[bool],
-                column == select(sql_cast(param, column.type)).scalar_subquery())
+    it is given the value. (Without statistics at all, PostgreSQL takes a key to match 0.5 %
+    of the rows either way: nodes keep no index that begins with the traversal, migration
+    0019.)"""
+    param = value if isinstance(value, ColumnElement) else literal(value, column.type)
+    return cast(ColumnElement[bool], column == Unestimated(param))
 
 
 def node_state() -> ColumnElement[str]:
