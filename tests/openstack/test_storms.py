@@ -37,7 +37,7 @@ def test_503_and_429_storms_slow_the_stack_but_it_completes(story: Story, cloud:
     posts = [e for e in journal if e.method == "POST" and e.path == "/compute/v2.1/servers"]
     assert [e.status for e in posts] == [429, 429, 429, 202]
     # Each try came no sooner than the cloud's Retry-After asked (the cloud's clock).
-    assert all(b.at - a.at >= 30 for a, b in itertools.pairwise(posts))
+    assert all(b.at - a.at >= 30 for a, b in itertools.pairwise(posts)), [e.at for e in posts]
     # Refused calls are retried, not failed: no resource ever failed.
     assert not [e for e in story.events() if e.status == "FAILED"]
 
