@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import BindParameter, bindparam, delete, func, insert, or_, select, update
 
 from convergence.ports.views import RecordChange, RecordOutline, RecordView
 from convergence.store.rows import T_RES, TxPart, chunks, keyed, record_view
@@ -198,14 +198,7 @@ class RecordQueries(TxPart):
     # fenced writes ------------------------------------------------------------------------
     def apply(self, change: RecordChange) -> bool:
         """Write what a step learned, fenced; releases the lease. False if fenced off."""
-        where = and_(T_RES.c.id == change.record_id, T_RES.c.fencing_token == change.token)
-        if change.delete:
-            result = self.conn.execute(delete(T_RES).where(where))
-        else:
-            stamp = {"updated_at": self.now} if change.values else {}
-            result = self.conn.execute(update(T_RES).where(where).values(
-                lease_owner=None, lease_expires=None, **stamp, **change.values))
-        return result.rowcount == 1
+        return bool(self._apply_one(change))
 
     def apply_many(self, changes: Sequence[RecordChange]) -> set[int]:
         """Apply many fenced changes with few statements; returns the record ids applied.
@@ -240,7 +233,7 @@ class RecordQueries(TxPart):
         return {c.record_id for c in valid}
 
     def _apply_one(self, c: RecordChange) -> set[int]:
-        """:meth:`apply_many` of one change: written where its token is still the record's."""
+        """One change, written where its token is still the record's (one statement)."""
         row: dict[str, Any] = {"_id": c.record_id, "_token": c.token}
         if c.delete:
             done = self.conn.execute(_DELETE_FENCED, row).rowcount
