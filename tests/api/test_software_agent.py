@@ -191,8 +191,10 @@ outputs:
                            ).status_code == 201
         deadline = time.monotonic() + 30
         while True:
-            handle = client.get("/stacks/w/resources/handle").json()["resource"]
-            if handle["resource_status"] == "CREATE_COMPLETE":
+            # Not found until the create's plan has made the stack's records.
+            got = client.get("/stacks/w/resources/handle")
+            handle = got.json()["resource"] if got.status_code == 200 else {}
+            if handle.get("resource_status") == "CREATE_COMPLETE":
                 break
             assert time.monotonic() < deadline
             time.sleep(0.1)
