@@ -67,6 +67,9 @@ class Middleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        # The cloud's clock when the request came: read after the answer, it may be later
+        # already (the caller, answered, moved a manual clock on before this line ran).
+        arrived = self.cloud.now()
         method, path = scope["method"], scope["path"]
         service = service_of(path)
         token_id = _header(scope, b"x-auth-token")
@@ -94,7 +97,7 @@ class Middleware:
             else:
                 await self.app(scope, receive, sending)
         finally:
-            self.journal.add(cloud.now(), method, path,
+            self.journal.add(arrived, method, path,
                              scope.get("query_string", b"").decode("latin-1"), status[0],
                              service, project_id, time.perf_counter() - started)
 

@@ -20,7 +20,7 @@ class Entry:
     """One request the cloud answered."""
 
     seq: int
-    at: float  # the cloud's clock
+    at: float  # the cloud's clock when the request came
     method: str
     path: str
     query: str
