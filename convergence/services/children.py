@@ -19,6 +19,7 @@ more than ``max_tree_resources`` resources.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -88,7 +89,7 @@ class ChildStackService(Attached):
         if depth > limit:
             raise ResourceFailure(f"nested stacks go deeper than {limit} levels "
                                   "(max_nested_depth)")
-        definition = self._accept(content, depth)
+        definition = self._accept(content, depth, child.generated)
         if rt.settings.max_tree_resources and \
                 tree + tree_size(definition) > rt.settings.max_tree_resources:
             raise ResourceFailure(
@@ -141,7 +142,7 @@ class ChildStackService(Attached):
         if current.template_id == tid and current.status != "FAILED" and \
                 current.action in ("CREATE", "UPDATE"):
             return child_state(current)  # on its way there, or there already
-        definition = self._accept(content, current.nested_depth)
+        definition = self._accept(content, current.nested_depth, child.generated)
 
         def updated(tx: Tx) -> tuple[StackView, str | None]:
             stack = self._mine(tx, parent_id, child_id, lock=True)
@@ -202,13 +203,16 @@ class ChildStackService(Attached):
                     if r.replaced_by is None}
 
     # helpers --------------------------------------------------------------------------------
-    def _accept(self, content: TemplateContent, depth: int) -> StackDefinition:
+    def _accept(self, content: TemplateContent, depth: int,
+                generated: bool = False) -> StackDefinition:
         """Validate a child's content as a request's is (sizes, template, the nesting left
         below it), or fail the resource naming what is wrong; the definition is kept for the
-        engine of this process."""
+        engine of this process. A ``generated`` text (a group's) is not weighed: the user
+        sent none of it."""
         rt = self.rt
         try:
-            check_content(content, rt.settings)
+            check_content(dataclasses.replace(content, text="") if generated else content,
+                          rt.settings)
             definition = build_definition(
                 content, rt.registry,
                 max_nesting=max(rt.settings.max_nested_depth - depth, 0))

@@ -43,12 +43,15 @@ CAPACITY = "_capacity"
 @dataclass(frozen=True, slots=True)
 class ChildTemplate:
     """A child stack's desired state: one template document, the files it may refer to, one
-    environment document and its parameter values."""
+    environment document and its parameter values. ``generated``: the engine wrote the text
+    (a group's members), so it is not held to the size limit of what a user may send; the
+    number of resources in the tree bounds it (``max_tree_resources``)."""
 
     text: str
     files: Mapping[str, str] = field(default_factory=dict)
     environment: Mapping[str, Any] = field(default_factory=dict)
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    generated: bool = False
 
     def digest(self) -> str:
         """What the child is made from, parameters left out: a template resource records

@@ -350,6 +350,40 @@ def test_a_tree_holding_more_resources_than_allowed_fails_saying_so(tmp_path: An
     rt.store.engine.dispose()
 
 
+def test_a_group_template_the_engine_writes_is_not_held_to_the_upload_limit(
+        tmp_path: Any) -> None:
+    """The template size limit is for what a user sends: a group of many members writes its
+    nested template far bigger than the user's, and that is bounded by the resource count
+    (``max_tree_resources``), not refused. A nested template the user gave is still weighed."""
+    from convergence.services import running
+
+    rt = _limited(tmp_path, max_template_bytes=4096)
+    group = json.dumps({"heat_template_version": "2018-08-31", "resources": {"g": {
+        "type": "OS::Heat::ResourceGroup",
+        "properties": {"count": 200, "resource_def": {"type": "OS::Heat::None"}}}}})
+    made = running.wait_for_stack(rt, TENANT, stacks.create_stack(rt, TENANT, "g", group).id)
+    assert made.stack_status == "CREATE_COMPLETE", made.status_reason
+    with rt.store.read() as tx:
+        child = tx.child_stack(tx.heads(made.id, ["g"])["g"].id)
+        assert child is not None
+        assert len(tx.template(child.template_id).text) > 4096
+        assert len(tx.record_outlines(child.id)) == 200
+    # A text the user sent as a parameter (weighed against the request's total only) becomes
+    # a nested template over the limit: refused there, naming the size.
+    user_given = json.dumps({"heat_template_version": "2018-08-31", "resources": {
+        f"r{i}": {"type": "OS::Heat::None"} for i in range(200)}})
+    assert len(user_given) > 4096
+    nested = json.dumps({"heat_template_version": "2018-08-31",
+                         "parameters": {"inner": {"type": "string"}},
+                         "resources": {"s": {"type": "OS::Heat::Stack",
+                                             "properties": {"template": {"get_param": "inner"}}}}})
+    done = running.wait_for_stack(rt, TENANT, stacks.create_stack(
+        rt, TENANT, "s", nested, parameters={"inner": user_given}).id)
+    assert done.stack_status == "ROLLBACK_COMPLETE", done.status_reason
+    assert _failures_say(rt, done, "over the limit of 4096 bytes")
+    rt.store.engine.dispose()
+
+
 def test_overlapping_updates_reach_the_children_with_the_latest_values(story: Story) -> None:
     rt = story.rt
     assert rt.inprocess is not None

@@ -123,7 +123,7 @@ class GroupBase(NestedStackBase):
         text = json.dumps({"heat_template_version": HOT_VERSION, "resources": resources,
                            "outputs": outputs})  # in member order
         base = ctx.child or ChildTemplate("")
-        return ChildTemplate(text, base.files, base.environment)
+        return ChildTemplate(text, base.files, base.environment, generated=True)
 
     def child(self, ctx: PluginContext, props: Mapping[str, Any],
               current: ChildState | None = None) -> ChildTemplate:
