@@ -3,6 +3,7 @@ index, and N ``convergence worker`` processes that export their figures to a fol
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import redis
 PG_ADMIN = os.environ.get("CONVERGENCE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("CONVERGENCE_BENCH_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = 14
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass
@@ -84,20 +86,35 @@ def start_cluster(folder: str, workers: int, extra_env: dict[str, str] | None = 
         handle.processes.append(subprocess.Popen(
             [sys.executable, "-m", "convergence", "worker", "--concurrency", str(concurrency),
              "--loglevel", "warning", "--hostname", f"bench{i}-{database}@%h"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    _wait_ready(broker, workers)
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_die_with_parent))
+    _wait_ready(broker, workers, database)
     return url, broker, handle
 
 
-def _wait_ready(broker: str, count: int) -> None:
+def _die_with_parent() -> None:
+    """In a worker before it starts: SIGTERM when the benchmark that started it dies, so a
+    killed run leaves no worker behind to take the next run's messages off the shared
+    queues (and run them against a database that is gone: the next run stalls)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _wait_ready(broker: str, count: int, database: str) -> None:
+    """Until this cluster's ``count`` workers answer. Any other worker on the broker (left
+    by an earlier run) is told to shut down first: it would take this cluster's work."""
     from convergence.dispatch.celery_dispatch import make_celery
     from convergence.settings import Settings
 
     app = make_celery(Settings(database_url="sqlite://", broker_url=broker))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        replies = app.control.ping(timeout=0.5) or []
-        if len(replies) >= count:
+        names = [name for reply in app.control.ping(timeout=0.5) or [] for name in reply]
+        strays = [n for n in names if database not in n]
+        if strays:
+            print(f"stopping workers of an earlier run: {', '.join(strays)}", file=sys.stderr)
+            app.control.shutdown(destination=strays)
+            continue
+        if len(names) >= count:
             return
     raise RuntimeError("workers did not start")
 
