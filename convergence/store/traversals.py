@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, null, select, update
 
 from convergence.ports.views import (
     PARKED,
@@ -35,9 +35,12 @@ from convergence.store.rows import (
 )
 
 # What every batch reads first, and the counter it takes its nodes off: built once (building
-# a statement costs more than running it).
-_TRAV_AND_STACK = select(T_TRAV, T_STACK).join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id) \
-    .where(T_TRAV.c.id == bindparam("trav"))
+# a statement costs more than running it). The stack's outputs are left out (read as null):
+# no batch reads them, and a big group's nested stack keeps a list of its members there that
+# every batch of its update would otherwise decode, a cost growing with the group.
+_TRAV_AND_STACK = select(T_TRAV, *(null().label(c.name) if c.name == "outputs" else c
+                                   for c in T_STACK.c)) \
+    .join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id).where(T_TRAV.c.id == bindparam("trav"))
 _COUNTED = {
     "nodes_remaining": T_TRAV.c.nodes_remaining - bindparam("finished"),
     "nodes_failed": T_TRAV.c.nodes_failed + bindparam("failed"),
@@ -64,7 +67,8 @@ class TraversalQueries(TxPart):
 
     def traversal_and_stack(self, traversal_id: str
                             ) -> tuple[TraversalView | None, StackView | None]:
-        """Both in one query: what every batch starts by reading."""
+        """Both in one query: what every batch starts by reading. The stack's ``outputs``
+        are not read (empty in the view)."""
         row = self.conn.execute(_TRAV_AND_STACK, {"trav": traversal_id}).first()
         if row is None:
             return None, None
