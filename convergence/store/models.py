@@ -106,6 +106,8 @@ class StackRow(Base):
     action: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     status_reason: Mapped[str] = mapped_column(Text, default="")
+    # On SQLite the last column (migration 0020): a big group's member lists are not walked
+    # to reach the others.
     outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     timeout_mins: Mapped[int | None] = mapped_column(Integer, nullable=True)
     disable_rollback: Mapped[bool] = mapped_column(Boolean, default=True)

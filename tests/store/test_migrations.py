@@ -41,7 +41,7 @@ from tests.conftest_services import postgres_url, reset_postgres_schema
 
 PG_DATABASE = "convergence_test_store"
 # The newest migration: every upgrade below must end there.
-HEAD = "0019"
+HEAD = "0020"
 STORE = Path(__file__).resolve().parents[2] / "convergence" / "store"
 
 
@@ -359,3 +359,33 @@ def test_a_template_text_is_the_last_column_on_sqlite(sqlite_engine: sa.Engine) 
     assert columns[-1] == "text"
     assert columns[:-1] == [c.name for c in Base.metadata.tables["templates"].columns
                             if c.name != "text"]
+
+
+def test_a_stack_outputs_are_its_last_column_on_sqlite(sqlite_engine: sa.Engine) -> None:
+    """A group's nested stack keeps its member lists in ``outputs`` (megabytes for a big
+    group), and every batch reads its stack: on SQLite the columns it reads come before
+    them. 0020 rebuilds ``stacks`` there keeping its rows, its resources' references and the
+    unique name of a live stack (a deleted one's name is free again)."""
+    upgrade(sqlite_engine, "0019")
+    with sqlite_engine.begin() as conn:
+        for sid, deleted in (("s1", "NULL"), ("s0", "2.0")):
+            conn.execute(sa.text(
+                "INSERT INTO stacks (id, name, tenant, generation, observed_generation,"
+                " action, status, status_reason, outputs, disable_rollback, created_at,"
+                f" updated_at, deleted_at) VALUES ('{sid}', 'web', 't', 1, 1, 'CREATE',"
+                f" 'COMPLETE', '', '{{\"refs\": [\"a\"]}}', 0, 1.0, 1.0, {deleted})"))
+    assert upgrade(sqlite_engine) == HEAD
+    assert differences(sqlite_engine) == []
+    columns = [c["name"] for c in sa.inspect(sqlite_engine).get_columns("stacks")]
+    assert columns[-1] == "outputs"
+    assert columns[:-1] == [c.name for c in Base.metadata.tables["stacks"].columns
+                            if c.name != "outputs"]
+    with sqlite_engine.begin() as conn:
+        assert conn.execute(sa.text("SELECT id, outputs FROM stacks ORDER BY id")).all() == [
+            ("s0", '{"refs": ["a"]}'), ("s1", '{"refs": ["a"]}')]
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.execute(sa.text(
+                "INSERT INTO stacks (id, name, tenant, generation, observed_generation,"
+                " action, status, status_reason, outputs, disable_rollback, created_at,"
+                " updated_at) VALUES ('s2', 'web', 't', 1, 1, 'CREATE', 'COMPLETE', '', '{}',"
+                " 0, 1.0, 1.0)"))
