@@ -13,7 +13,6 @@ scans turned off: the plan then shows the index a big table would be read by.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,12 +21,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from convergence.ports.clock import ManualClock
 from convergence.ports.views import DONE, READY, WAITING
-from convergence.store.db import make_engine
-from convergence.store.migrate import ensure_schema, upgrade
 from convergence.store.transactions import Store
-from tests.conftest_services import drop_postgres_database, postgres_url, reset_postgres_schema
+from tests.store.conftest import on_database
 
 SIZE = 3000  # nodes of each traversal, records of each stack
 
@@ -42,26 +38,9 @@ class Node:
     successors: tuple[int, ...] = field(default=())
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    name = f"convergence_test_batch_plans_{os.getpid()}"
-    url = postgres_url(name)
-    yield url
-    drop_postgres_database(name)
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    if request.param == "sqlite":
-        engine = make_engine("sqlite:///:memory:")
-        ensure_schema(engine)
-    else:
-        url = request.getfixturevalue("pg_database")
-        reset_postgres_schema(url)
-        upgrade(url)
-        engine = make_engine(url)
-    yield Store(engine, ManualClock().now)
-    engine.dispose()
+    yield from on_database(request)
 
 
 def _fill(store: Store, stack: str, trav: str, state_of: int) -> dict[str, int]:

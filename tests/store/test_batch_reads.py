@@ -6,40 +6,19 @@ grow with the square of the group's size. The stack's own read still has them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from convergence.ports.clock import ManualClock
-from convergence.store.db import make_engine
-from convergence.store.migrate import ensure_schema, upgrade
 from convergence.store.transactions import Store
-from tests.conftest_services import drop_postgres_database, postgres_url, reset_postgres_schema
+from tests.store.conftest import on_database
 
 MEMBERS = 500
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    name = f"convergence_test_batch_reads_{os.getpid()}"
-    url = postgres_url(name)
-    yield url
-    drop_postgres_database(name)
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    if request.param == "sqlite":
-        engine = make_engine("sqlite:///:memory:")
-        ensure_schema(engine)
-    else:
-        url = request.getfixturevalue("pg_database")
-        reset_postgres_schema(url)
-        upgrade(url)
-        engine = make_engine(url)
-    yield Store(engine, ManualClock().now)
-    engine.dispose()
+    yield from on_database(request)
 
 
 def test_a_batch_reads_the_stack_without_its_outputs(store: Store) -> None:
