@@ -182,7 +182,7 @@ class BatchRunner:
         ctx = self.ctx
         trav = batch.trav
         with ctx.store.begin() as tx:
-            stack = tx.stack(batch.stack.id, lock=True)
+            stack = tx.stack(batch.stack.id, lock=True, outputs=False)
             if stack is None or stack.traversal_id != trav.id:
                 return {}
             new_ids: dict[int, int] = {}

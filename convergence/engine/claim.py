@@ -138,7 +138,7 @@ class Claimer:
         trav, definition = batch.trav, batch.definition
         assert definition is not None
         with ctx.store.begin() as tx:
-            stack = tx.stack(trav.stack_id, lock=True)
+            stack = tx.stack(trav.stack_id, lock=True, outputs=False)
             if stack is None or stack.traversal_id != trav.id:
                 return  # superseded: the current traversal has the name
             names = [n.name for n in batch.unmade]

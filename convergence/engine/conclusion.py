@@ -45,7 +45,7 @@ class Concluder:
             trav = tx.traversal(traversal_id)
             if trav is None or trav.state != RUNNING:
                 return []
-            stack = tx.stack(trav.stack_id, lock=True)
+            stack = tx.stack(trav.stack_id, lock=True, outputs=False)
             if stack is None or stack.traversal_id != trav.id:
                 return []
             trav = tx.traversal(traversal_id)  # again, under the stack's lock: a copy of
@@ -57,7 +57,7 @@ class Concluder:
                 follow = roll_back(tx, stack, trav, trav.failure)
             elif self._conclude(tx, stack, trav, ok):
                 # A nested stack's end wakes its parent's resource, in this transaction.
-                ended = tx.stack(stack.id)
+                ended = tx.stack(stack.id, outputs=False)
                 follow = wake_parent(tx, ended) if ended is not None else []
             gone = ok and trav.action == "DELETE"
         if gone:  # its trust goes with it (what cannot now, the sweeper deletes)
@@ -77,6 +77,12 @@ class Concluder:
             # A rollback's target is the one it went back to; a check changed nothing.
             if trav.action not in ("ROLLBACK", "CHECK"):
                 values["rollback_template_id"] = trav.template_id
+            replaced = stack.rollback_template_id
+            if trav.action == "UPDATE" and replaced not in (None, trav.template_id):
+                # The stack has moved on from it: its definition goes now, not when this
+                # process's cache is full (a group of a million members would otherwise
+                # hold both templates' definitions, a GiB each, through the outputs below).
+                self.ctx.definitions.forget(str(replaced))
             values["outputs"] = self._outputs(tx, stack, trav)
             if trav.action == "DELETE":
                 values["deleted_at"] = tx.now
@@ -102,7 +108,7 @@ class Concluder:
         names = {ref.target for out in definition.template.outputs.values()
                  for ref in out.references}
         resolver = definition.resolver(StackIdentity(stack.name, stack.id, stack.tenant),
-                                       data=RecordData(tx.heads(stack.id, names)))
+                                       data=RecordData(tx.head_values(stack.id, names)))
         outputs: dict[str, object] = {}
         for name, out in definition.template.outputs.items():
             try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
@@ -62,17 +63,24 @@ def build_definition(content: TemplateContent, catalog: TypeCatalog,
 class ParsedTemplates:
     """Templates parsed without problems, by what parsing reads (the text, the files, the
     limits): bounded, shared by the threads of a process. A text with problems is not kept
-    (validation parses it again, to report them)."""
+    (validation parses it again, to report them).
+
+    Held weakly: a parsed template lives as long as a definition built from it (the
+    :class:`DefinitionCache` decides which), so that the nested stacks of a group, built one
+    after the other, share one parse, and a template of a million resources that its stack
+    has moved on from is not kept here after its definition is dropped."""
 
     def __init__(self, size: int = 256) -> None:
-        self._items: OrderedDict[tuple[str, str, Limits], Template] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, Limits], weakref.ref[Template]] = \
+            OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
     def get(self, text: str, files: Mapping[str, str], limits: Limits) -> Template | None:
         key = (hashlib.sha256(text.encode()).hexdigest(), _files_digest(files), limits)
         with self._lock:
-            found = self._items.get(key)
+            ref = self._items.get(key)
+            found = ref() if ref is not None else None
             if found is not None:
                 self._items.move_to_end(key)
                 return found
@@ -81,7 +89,7 @@ class ParsedTemplates:
         if parsed is None or problems:
             return None
         with self._lock:
-            self._items[key] = parsed
+            self._items[key] = weakref.ref(parsed)  # (a dead one is a miss)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
         return parsed
@@ -128,3 +136,14 @@ class DefinitionCache:
             self._items.move_to_end(template_id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def forget(self, template_id: str) -> None:
+        """Drop a definition now rather than when it is the least recently used: one its
+        stack has moved on from (a group's template of a million members weighs a GiB).
+        Whoever needs it again builds it again."""
+        with self._lock:
+            self._items.pop(template_id, None)
+
+    def __contains__(self, template_id: object) -> bool:
+        with self._lock:
+            return template_id in self._items

@@ -94,7 +94,7 @@ def wake_parent(tx: Tx, stack: StackView) -> list[Work]:
     so that the park its step records does not hold). Returns the work that offers it."""
     if stack.parent_id is None or stack.parent_record_id is None:
         return []
-    parent = tx.stack(stack.parent_id)
+    parent = tx.stack(stack.parent_id, outputs=False)
     if parent is None:
         return []
     return wake_records(tx, parent, [stack.parent_record_id])

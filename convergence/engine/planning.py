@@ -50,7 +50,7 @@ class Planner:
         # The stack is locked first (the order every transaction keeps), for as long as the
         # plan makes records: a newer request is accepted before this plan or after it, never
         # while it runs, so two plans never make a record each for one resource.
-        stack = tx.stack(found.stack_id, lock=True)
+        stack = tx.stack(found.stack_id, lock=True, outputs=False)
         if stack is None or stack.traversal_id != traversal_id:
             return []
         # Locked: two copies of the plan message must not both plan.

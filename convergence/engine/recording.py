@@ -71,7 +71,7 @@ class Recorder:
         event was written."""
         trav = batch.trav
         if failing:
-            tx.stack(trav.stack_id, lock=True)
+            tx.stack(trav.stack_id, lock=True, outputs=False)
         now_trav, now_stack = tx.traversal_and_stack(trav.id)
         assert now_trav is not None and now_stack is not None
         current = now_stack.traversal_id == trav.id and now_trav.state == RUNNING

@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from convergence.ports.views import RecordView
+from convergence.ports.views import RecordValues, RecordView
 from convergence.template import UnknownValue
 
 
 class RecordData:
     """``StackData`` over a mapping of name -> current record."""
 
-    def __init__(self, heads: Mapping[str, RecordView]) -> None:
+    def __init__(self, heads: Mapping[str, RecordView] | Mapping[str, RecordValues]) -> None:
         self._heads = heads
 
-    def _get(self, resource: str) -> RecordView:
+    def _get(self, resource: str) -> RecordView | RecordValues:
         record = self._heads.get(resource)
         if record is None or record.action == "INIT":
             raise UnknownValue(f"resource '{resource}'")

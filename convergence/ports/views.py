@@ -149,6 +149,19 @@ class RecordView:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordValues:
+    """What a template reads of a record (``get_resource``, ``get_attr``): read for a stack's
+    outputs, where every member of a group of a million may be named and nothing else of
+    the record is wanted."""
+
+    name: str
+    action: str
+    physical_id: str | None
+    reference_id: Any
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class RecordOutline:
     """A record as planning sees it (no properties, attributes or operation state)."""
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convergence.engine.definitions import build_definition
 from convergence.engine.traversals import begin_traversal
@@ -37,8 +37,6 @@ from convergence.services.templates import store_template
 from convergence.template import StackDefinition, TemplateError
 from convergence.template.nesting import ChildTemplate
 
-if TYPE_CHECKING:
-    pass
 
 def child_state(stack: StackView) -> ChildState:
     outputs = {name: (out.get("value") if isinstance(out, dict) else out)
@@ -138,25 +136,26 @@ class ChildStackService(Attached):
         content = _content(child)
         tid = template_id(content)
         with rt.store.read() as tx:
-            current = self._mine(tx, parent_id, child_id)
-        if current.template_id == tid and current.status != "FAILED" and \
-                current.action in ("CREATE", "UPDATE"):
-            return child_state(current)  # on its way there, or there already
+            current = self._mine(tx, parent_id, child_id, outputs=False)
+            if current.template_id == tid and current.status != "FAILED" and \
+                    current.action in ("CREATE", "UPDATE"):  # on its way there, or there
+                return child_state(self._mine(tx, parent_id, child_id))
         definition = self._accept(content, current.nested_depth, child.generated)
 
         def updated(tx: Tx) -> tuple[StackView, str | None]:
-            stack = self._mine(tx, parent_id, child_id, lock=True)
+            stack = self._mine(tx, parent_id, child_id, lock=True, outputs=False)
             if stack.template_id == tid and stack.status != "FAILED" and \
                     stack.action in ("CREATE", "UPDATE"):
-                return stack, None
+                return self._mine(tx, parent_id, child_id), None
             if stack.action == "DELETE" and stack.status == "IN_PROGRESS":
                 raise ResourceFailure(f"nested stack {stack.name} is being deleted")
             store_template(tx, content, definition)
             if timeout_mins is not None and timeout_mins != stack.timeout_mins:
                 tx.update_stack(stack.id, timeout_mins=timeout_mins)
-                stack = self._mine(tx, parent_id, child_id)
+                stack = self._mine(tx, parent_id, child_id, outputs=False)
             traversal_id = begin_traversal(tx, stack, "UPDATE", tid)
-            return self._mine(tx, parent_id, child_id), traversal_id
+            # In progress now: what it outputs is read when it ends, not here.
+            return self._mine(tx, parent_id, child_id, outputs=False), traversal_id
 
         stack, traversal_id = self.rt.store.transact(updated)
         self._start(traversal_id)
@@ -223,8 +222,9 @@ class ChildStackService(Attached):
         return definition
 
     @staticmethod
-    def _mine(tx: Tx, parent_id: str, child_id: str, lock: bool = False) -> StackView:
-        stack = tx.stack(child_id, lock=lock)
+    def _mine(tx: Tx, parent_id: str, child_id: str, lock: bool = False,
+              outputs: bool = True) -> StackView:
+        stack = tx.stack(child_id, lock=lock, outputs=outputs)
         if stack is None or stack.deleted_at is not None:
             raise ResourceFailure(f"nested stack {child_id} is gone")
         if stack.parent_id != parent_id:

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import BindParameter, bindparam, delete, func, insert, or_, select, update
 
-from convergence.ports.views import RecordChange, RecordOutline, RecordView
+from convergence.ports.views import RecordChange, RecordOutline, RecordValues, RecordView
 from convergence.store.rows import T_RES, TxPart, chunks, keyed, record_view
 
 # The statements of every batch, built once: building one costs more than running it (a
@@ -27,10 +27,11 @@ _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _TOKENS = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(_IDS))
 # FOR UPDATE, in id order (PostgreSQL; SQLite renders no lock: one writer at a time).
 _LOCK_TOKENS = _TOKENS.order_by(T_RES.c.id).with_for_update()
-_HEADS = select(T_RES).where(
-    keyed(T_RES.c.stack_id, bindparam("stack")),
-    T_RES.c.name.in_(bindparam("names", expanding=True)), T_RES.c.replaced_by.is_(None),
-).order_by(T_RES.c.id)
+_NEWEST = (keyed(T_RES.c.stack_id, bindparam("stack")),
+           T_RES.c.name.in_(bindparam("names", expanding=True)), T_RES.c.replaced_by.is_(None))
+_HEADS = select(T_RES).where(*_NEWEST).order_by(T_RES.c.id)
+_HEAD_VALUES = select(T_RES.c.name, T_RES.c.action, T_RES.c.physical_id, T_RES.c.reference_id,
+                      T_RES.c.attributes).where(*_NEWEST).order_by(T_RES.c.id)
 _CLAIM = update(T_RES).where(
     T_RES.c.id.in_(_IDS),
     # Nobody's (a poll watch is nobody's), or already ours. An expired lease of someone else
@@ -98,6 +99,16 @@ class RecordQueries(TxPart):
         for chunk in chunks(sorted(set(names))):
             for r in self.conn.execute(_HEADS, {"stack": stack_id, "names": chunk}):
                 out[r.name] = record_view(r)
+        return out
+
+    def head_values(self, stack_id: str, names: Iterable[str]) -> dict[str, RecordValues]:
+        """What a template reads of the newest unreplaced record of each name: no properties,
+        operation or lease (a stack's outputs may name every member of a big group)."""
+        out: dict[str, RecordValues] = {}
+        for chunk in chunks(sorted(set(names))):
+            for r in self.conn.execute(_HEAD_VALUES, {"stack": stack_id, "names": chunk}):
+                out[r.name] = RecordValues(r.name, r.action, r.physical_id, r.reference_id,
+                                           r.attributes or {})
         return out
 
     # making -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, null, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from convergence.errors import Conflict
@@ -22,6 +22,11 @@ from convergence.store.rows import CHUNK, T_RES, T_STACK, T_TEMPLATE, TxPart, ch
 _STACK = select(T_STACK).where(T_STACK.c.id == bindparam("id"))
 # FOR NO KEY UPDATE on PostgreSQL (see ``dialect.lock_no_key``); SQLite renders no lock.
 _LOCK_STACK = _STACK.with_for_update(key_share=True)
+# The same without the outputs (null in their place): what a big group's nested stack keeps
+# there lists every member, and most readers want the rest of the row.
+_BARE_STACK = select(*(null().label(c.name) if c.name == "outputs" else c for c in T_STACK.c)) \
+    .where(T_STACK.c.id == bindparam("id"))
+_LOCK_BARE_STACK = _BARE_STACK.with_for_update(key_share=True)
 
 
 class StackQueries(TxPart):
@@ -83,8 +88,11 @@ class StackQueries(TxPart):
                 raise
             raise Conflict(f"The Stack ({name}) already exists.") from None
 
-    def stack(self, stack_id: str, *, lock: bool = False) -> StackView | None:
-        row = self.conn.execute(_LOCK_STACK if lock else _STACK, {"id": stack_id}).first()
+    def stack(self, stack_id: str, *, lock: bool = False,
+              outputs: bool = True) -> StackView | None:
+        query = (_LOCK_STACK if lock else _STACK) if outputs else \
+            (_LOCK_BARE_STACK if lock else _BARE_STACK)
+        row = self.conn.execute(query, {"id": stack_id}).first()
         return stack_view(row) if row is not None else None
 
     def find_stack(self, tenant: str, name_or_id: str) -> StackView | None:

@@ -115,9 +115,10 @@ class AttributeUse:
     rest: tuple[Any, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Template:
-    """A parsed, structurally valid HOT template."""
+    """A parsed, structurally valid HOT template (weakly referable: a process's cache of
+    parsed templates keeps only those a definition in use holds)."""
 
     version: TemplateVersion
     description: str | None

@@ -226,6 +226,7 @@ class GroupBase(NestedStackBase):
             raise ResourceFailure(f"nested stack {physical_id} is gone")
         present = stacks_of(ctx).resources(ctx, physical_id)
         names, removed = self.membership(new, current.outputs, present)
+        del current  # its outputs list every member: not held through the next stage
         existing = set(present)
         failed = [n for n, status in present.items() if status == "FAILED"]
         stages = self._stages(new, old, names, existing, failed)
