@@ -201,6 +201,9 @@ class ChildStacks(Protocol):
     # The child's resources as they are: name -> status (a group's members; the FAILED ones
     # are its first victims).
     def resources(self, ctx: PluginContext, child_id: str) -> dict[str, str]: ...
+    # The child's resources' references (what ``get_resource`` gives): name -> reference, of
+    # those that have one (a group's ``refs_map`` when its outputs do not carry it).
+    def references(self, ctx: PluginContext, child_id: str) -> dict[str, str]: ...
 
 
 # A backend a plugin talks to (a cloud's client, a table standing for a cloud API), built by a

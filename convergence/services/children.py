@@ -194,12 +194,23 @@ class ChildStackService(Attached):
     def resources(self, ctx: PluginContext, child_id: str) -> dict[str, str]:
         parent_id, _ = _owner(ctx)
         with self.rt.store.read() as tx:
-            stack = tx.stack(child_id)
+            stack = tx.stack(child_id, outputs=False)
             if stack is None or stack.parent_id != parent_id:
                 return {}
             # Outlines: no properties or attributes read, however big the group.
             return {r.name: r.status for r in tx.record_outlines(child_id)
                     if r.replaced_by is None}
+
+    def references(self, ctx: PluginContext, child_id: str) -> dict[str, str]:
+        parent_id, _ = _owner(ctx)
+        with self.rt.store.read() as tx:
+            stack = tx.stack(child_id, outputs=False)
+            if stack is None or stack.parent_id != parent_id:
+                return {}
+            return {r.name: str(r.reference_id if r.reference_id is not None
+                                else r.physical_id)
+                    for r in tx.records(child_id)
+                    if r.replaced_by is None and r.physical_id is not None}
 
     # helpers --------------------------------------------------------------------------------
     def _accept(self, content: TemplateContent, depth: int,

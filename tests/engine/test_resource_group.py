@@ -247,3 +247,56 @@ def test_a_shrinking_group_removes_its_failed_members_first(story: Story) -> Non
     assert sorted(members(rt, done)) == ["0", "1", "3"]
     assert outputs(done)["removed"] == ["2"]
     assert live_values(rt, done.id) == ["m0", "m1", "m3"]
+
+
+def unread(count: int, *, removal: list[str] | None = None, reads: str | None = None) -> str:
+    """A group whose template reads none of its references (``reads``: one attribute)."""
+    props: dict[str, Any] = {"count": count, "resource_def": {
+        "type": "OS::Heat::TestResource", "properties": {"value": "m%index%"}}}
+    if removal is not None:
+        props["removal_policies"] = [{"resource_list": removal}]
+    body: dict[str, Any] = {
+        "heat_template_version": "2018-08-31",
+        "resources": {"g": {"type": "OS::Heat::ResourceGroup", "properties": props}}}
+    if reads is not None:
+        body["outputs"] = {"read": {"value": {"get_attr": ["g", reads]}}}
+    return json.dumps(body)
+
+
+def nested_outputs(rt: Runtime, stack: StackView) -> tuple[list[str], dict[str, Any]]:
+    """The group's nested template's output names, and the group's attributes."""
+    with rt.store.read() as tx:
+        (child,) = tx.child_stacks(stack.id)
+        assert child.template_id is not None
+        text = tx.template(child.template_id).text
+        (record,) = [r for r in tx.records(stack.id) if r.name == "g"]
+    return sorted(json.loads(text).get("outputs") or {}), dict(record.attributes)
+
+
+def test_a_group_whose_references_nobody_reads_does_not_carry_them(story: Story) -> None:
+    rt = story.rt
+    story.create(unread(4))
+    first = story.finish()
+    assert first.stack_status == "CREATE_COMPLETE", first.status_reason
+    names, attributes = nested_outputs(rt, first)
+    assert names == ["removed_rsrc_list"]
+    assert "refs" not in attributes and "refs_map" not in attributes
+    assert attributes["removed_rsrc_list"] == []
+    before = members(rt, first)
+    assert sorted(before) == ["0", "1", "2", "3"]
+    # Removing by reference reads the members' references from the nested stack's records.
+    story.update(unread(4, removal=[before["2"]]))
+    done = story.finish()
+    assert done.stack_status == "UPDATE_COMPLETE", done.status_reason
+    after = members(rt, done)
+    assert sorted(after) == ["0", "1", "3", "4"]
+    assert (after["0"], after["1"], after["3"]) == (before["0"], before["1"], before["3"])
+    assert live_values(rt, done.id) == ["m0", "m1", "m3", "m4"]
+    # Once the template reads them, they are offered, and right.
+    story.update(unread(4, removal=[before["2"]], reads="refs"))
+    read = story.finish()
+    assert read.stack_status == "UPDATE_COMPLETE", read.status_reason
+    names, attributes = nested_outputs(rt, read)
+    assert names == ["refs", "refs_map", "removed_rsrc_list"]
+    assert outputs(read)["read"] == [after["0"], after["1"], after["3"], after["4"]]
+    assert attributes["refs_map"] == after

@@ -78,6 +78,12 @@ class GroupBase(NestedStackBase):
 
     # Attributes the group computes itself rather than reads of its members.
     own_attributes: ClassVar[frozenset[str]] = frozenset()
+    # True: the nested template offers ``refs`` and ``refs_map`` only when the parent's
+    # template reads them. Each lists every member: for a group of a million they were half
+    # of what its definition weighs, a million-entry pair written when it ends and read by
+    # the parent, and copied into the group's attributes. A group type whose membership
+    # reads them keeps them.
+    refs_when_read: ClassVar[bool] = False
 
     # what a group type says -----------------------------------------------------------------
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
@@ -117,8 +123,9 @@ class GroupBase(NestedStackBase):
             keep = old is not None and renewed is not None and name not in renewed
             resources[name] = self.member(old if keep and old is not None else props, name)
         paths = props.get(ATTRIBUTE_PATHS) or []
+        refs = not self.refs_when_read or any(str(p[0]) in (REFS, REFS_MAP) for p in paths)
         outputs = group_outputs(list(names), sorted(removed, key=name_order), paths,
-                                self.own_attributes)
+                                self.own_attributes, refs)
         outputs.update(self.member_outputs(list(names), paths))
         text = json.dumps({"heat_template_version": HOT_VERSION, "resources": resources,
                            "outputs": outputs})  # in member order
@@ -225,8 +232,13 @@ class GroupBase(NestedStackBase):
         if current is None or current.deleted:
             raise ResourceFailure(f"nested stack {physical_id} is gone")
         present = stacks_of(ctx).resources(ctx, physical_id)
-        names, removed = self.membership(new, current.outputs, present)
-        del current  # its outputs list every member: not held through the next stage
+        outputs = current.outputs
+        del current  # its outputs may list every member: not held through the next stage
+        if REFS_MAP not in outputs and by_reference(new, present):
+            # Members to remove named by reference, and no refs_map offered: read them.
+            outputs = {**outputs, REFS_MAP: stacks_of(ctx).references(ctx, physical_id)}
+        names, removed = self.membership(new, outputs, present)
+        del outputs
         existing = set(present)
         failed = [n for n, status in present.items() if status == "FAILED"]
         stages = self._stages(new, old, names, existing, failed)
@@ -271,16 +283,23 @@ class GroupBase(NestedStackBase):
         return out
 
 
+def by_reference(props: Mapping[str, Any], present: Mapping[str, str]) -> bool:
+    """Whether ``removal_policies`` name something other than a present member's name (a
+    member's reference, or a name already gone)."""
+    return any(str(item) not in present
+               for policy in props.get("removal_policies") or []
+               for item in (policy or {}).get("resource_list") or [])
+
+
 def group_outputs(names: list[str], removed: list[str], paths: Sequence[Sequence[Any]],
-                  own: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The nested template's outputs: references, the removed list, and what the parent's
-    template reads of the group (``paths``), but the attributes the group makes itself
-    (``own``)."""
-    out: dict[str, Any] = {
-        REFS: {"value": [{"get_resource": n} for n in names]},
-        REFS_MAP: {"value": {n: {"get_resource": n} for n in names}},
-        REMOVED: {"value": removed},
-    }
+                  own: frozenset[str] = frozenset(), refs: bool = True) -> dict[str, Any]:
+    """The nested template's outputs: the removed list, the members' references (``refs``:
+    whether to), and what the parent's template reads of the group (``paths``), but the
+    attributes the group makes itself (``own``)."""
+    out: dict[str, Any] = {REMOVED: {"value": removed}}
+    if refs:
+        out[REFS] = {"value": [{"get_resource": n} for n in names]}
+        out[REFS_MAP] = {"value": {n: {"get_resource": n} for n in names}}
     for path in paths:
         attribute, rest = str(path[0]), [str(p) for p in path[1:]]
         if attribute in (REFS, REFS_MAP, REMOVED, STACK_ID, STACK_NAME) or attribute in own:

@@ -14,7 +14,9 @@ Its attributes (materialised from the nested stack's outputs when it completes):
 member's ``a`` by name), ``resource.<n>`` and ``resource.<n>.<a>``, and any other name as the
 list of the members' attribute of that name, in member order. The engine hands the group the
 ``get_attr`` paths its template reads of it (``_attribute_paths``): those are the outputs the
-nested template offers.
+nested template offers, ``refs`` and ``refs_map`` included (a group of a million members
+whose template reads neither does not carry two million-entry lists through every update;
+removing members by reference then reads the references of the nested stack's resources).
 
 Callers: the engine's steps, through the registry (entry point ``OS::Heat::ResourceGroup``).
 """
@@ -103,6 +105,8 @@ class ResourceGroup(GroupBase):
         description="A group of identical resources, as a nested stack.",
         generates_stack=True,
     )
+
+    refs_when_read: ClassVar[bool] = True
 
     def membership(self, props: Mapping[str, Any], outputs: Mapping[str, Any],
                    present: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
