@@ -18,6 +18,7 @@ condition that does not hold: work lost by a process that died is found that way
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -28,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from convergence.ports.clock import Clock
-from convergence.ports.work import Work
+from convergence.ports.work import NODES, Work
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,32 @@ class InProcessDispatcher:
         except Exception:
             log.exception("the periodic job failed")
             return False
-        self.dispatch(found)
+        self.dispatch(self._not_queued(found))
         return bool(found)
+
+    def _not_queued(self, offers: Sequence[Work]) -> list[Work]:
+        """The sweeper's offers less what is queued here already. A ready node untouched for
+        a lease, a plan not made within a period, a traversal with nothing left but not
+        finished: each looks lost to the sweeper, but here it may only be waiting its turn (a
+        thousand nested traversals at once queue for minutes), and a second copy was a
+        second claim or a read that found it done: most of the transactions of a thousand
+        groups' update. What is not queued (a message lost, a process gone) is offered."""
+        traversals = {w.traversal_id for w in offers}
+        if not traversals:
+            return []
+        with self._lock:
+            queued = {(i.work.kind, i.work.traversal_id, seq) for i in self._heap
+                      if i.work.traversal_id in traversals
+                      for seq in (i.work.seqs if i.work.kind == NODES else (None,))}
+        out: list[Work] = []
+        for w in offers:
+            if w.kind == NODES:
+                seqs = tuple(s for s in w.seqs if (NODES, w.traversal_id, s) not in queued)
+                if seqs:
+                    out.append(dataclasses.replace(w, seqs=seqs) if seqs != w.seqs else w)
+            elif (w.kind, w.traversal_id, None) not in queued:
+                out.append(w)
+        return out
 
     def _idle(self, until: Callable[[], bool] | None,
               stop: threading.Event | None) -> bool:

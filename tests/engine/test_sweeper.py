@@ -24,7 +24,7 @@ from convergence.engine.sweeper import Sweeper, let_go
 from convergence.plugins.heat.test_backend import TEST_ENTITIES, TableTestEntities
 from convergence.ports.clock import ManualClock
 from convergence.ports.views import RUNNING, NewOrphan, StackView
-from convergence.ports.work import NODES, Work
+from convergence.ports.work import NODES, PLAN, Work
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import operations, stacks
 from convergence.services.running import TERMINAL, wait_for_stack
@@ -725,3 +725,39 @@ def test_ready_nodes_of_a_traversal_that_moves_are_not_offered_again(
         assert tx.idle_ready_nodes(LEASE, 100) == {traversal_id: sorted(ready)}
     recover(story)
     assert_converged(story, "v")
+
+
+def test_a_node_waiting_its_turn_past_a_lease_is_not_queued_twice(rt: Runtime,
+                                                                    story: Story) -> None:
+    """A thousand nested traversals at once queue for minutes: a ready node untouched for a
+    lease looks lost to the sweeper, but the in-process queue still holds it. It is not
+    queued a second time (each copy was a claim, or a read that found it done), nor is a
+    queued plan; a node the queue lost is offered again."""
+    assert rt.inprocess is not None and isinstance(rt.clock, ManualClock)
+    story.create(template({f"r{i:03}": res("v") for i in range(200)}))
+    traversal_id = str(story.stack().traversal_id)
+    rt.clock.advance(LEASE)  # the plan waits its turn: to the sweeper, a plan never sent
+    rt.inprocess.run_periodic(force=True)
+    assert [w.kind for w in rt.inprocess.queued() if w.traversal_id == traversal_id] == [PLAN]
+    rt.inprocess.run(max_items=1)  # the plan: its batches are queued
+    queued = rt.inprocess.queued()
+    assert sorted(queued_seqs(queued, traversal_id)) == list(range(200))
+    # The last batch is lost (a message dropped); the rest wait behind a long queue.
+    rt.inprocess.drop_pending()
+    rt.inprocess.dispatch(queued[:-1])
+    lost = queued[-1].seqs
+    rt.clock.advance(LEASE + 5)
+
+    assert rt.inprocess.run_periodic(force=True)  # the sweeper finds them all "idle"
+    after = queued_seqs(rt.inprocess.queued(), traversal_id)
+    assert len(after) == len(set(after)), "a queued node was queued again"
+    assert sorted(after) == list(range(200))  # what the queue lost is back
+    assert lost and set(lost) <= set(after)
+    done = recover(story)
+    assert done.stack_status == "CREATE_COMPLETE", done.status_reason
+    assert len(entity_backend(rt).live()) == 200
+
+
+def queued_seqs(queued: list[Work], traversal_id: str) -> list[int]:
+    return [s for w in queued if w.kind == NODES and w.traversal_id == traversal_id
+            for s in w.seqs]
