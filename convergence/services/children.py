@@ -207,10 +207,11 @@ class ChildStackService(Attached):
             stack = tx.stack(child_id, outputs=False)
             if stack is None or stack.parent_id != parent_id:
                 return {}
+            names = [r.name for r in tx.record_outlines(child_id) if r.replaced_by is None]
             return {r.name: str(r.reference_id if r.reference_id is not None
                                 else r.physical_id)
-                    for r in tx.records(child_id)
-                    if r.replaced_by is None and r.physical_id is not None}
+                    for r in tx.head_values(child_id, names).values()
+                    if r.physical_id is not None}
 
     # helpers --------------------------------------------------------------------------------
     def _accept(self, content: TemplateContent, depth: int,

@@ -234,7 +234,7 @@ class GroupBase(NestedStackBase):
         present = stacks_of(ctx).resources(ctx, physical_id)
         outputs = current.outputs
         del current  # its outputs may list every member: not held through the next stage
-        if REFS_MAP not in outputs and by_reference(new, present):
+        if REFS_MAP not in outputs and by_reference(new, present, outputs.get(REMOVED)):
             # Members to remove named by reference, and no refs_map offered: read them.
             outputs = {**outputs, REFS_MAP: stacks_of(ctx).references(ctx, physical_id)}
         names, removed = self.membership(new, outputs, present)
@@ -283,10 +283,12 @@ class GroupBase(NestedStackBase):
         return out
 
 
-def by_reference(props: Mapping[str, Any], present: Mapping[str, str]) -> bool:
-    """Whether ``removal_policies`` name something other than a present member's name (a
-    member's reference, or a name already gone)."""
-    return any(str(item) not in present
+def by_reference(props: Mapping[str, Any], present: Mapping[str, str],
+                 removed: Sequence[str] | None) -> bool:
+    """Whether ``removal_policies`` name something other than a member's name, present or
+    removed before: a member's reference."""
+    gone = set(removed or ())
+    return any(str(item) not in present and str(item) not in gone
                for policy in props.get("removal_policies") or []
                for item in (policy or {}).get("resource_list") or [])
 
