@@ -78,11 +78,12 @@ class Concluder:
             if trav.action not in ("ROLLBACK", "CHECK"):
                 values["rollback_template_id"] = trav.template_id
             replaced = stack.rollback_template_id
-            if trav.action == "UPDATE" and replaced not in (None, trav.template_id):
+            if trav.action == "UPDATE" and replaced is not None and \
+                    replaced != trav.template_id:
                 # The stack has moved on from it: its definition goes now, not when this
                 # process's cache is full (a group of a million members would otherwise
                 # hold both templates' definitions, a GiB each, through the outputs below).
-                self.ctx.definitions.forget(str(replaced))
+                self.ctx.definitions.forget(replaced)
             values["outputs"] = self._outputs(tx, stack, trav)
             if trav.action == "DELETE":
                 values["deleted_at"] = tx.now

@@ -192,20 +192,16 @@ class ChildStackService(Attached):
         return child_state(stack)
 
     def resources(self, ctx: PluginContext, child_id: str) -> dict[str, str]:
-        parent_id, _ = _owner(ctx)
         with self.rt.store.read() as tx:
-            stack = tx.stack(child_id, outputs=False)
-            if stack is None or stack.parent_id != parent_id:
+            if not _is_child(tx, ctx, child_id):
                 return {}
             # Outlines: no properties or attributes read, however big the group.
             return {r.name: r.status for r in tx.record_outlines(child_id)
                     if r.replaced_by is None}
 
     def references(self, ctx: PluginContext, child_id: str) -> dict[str, str]:
-        parent_id, _ = _owner(ctx)
         with self.rt.store.read() as tx:
-            stack = tx.stack(child_id, outputs=False)
-            if stack is None or stack.parent_id != parent_id:
+            if not _is_child(tx, ctx, child_id):
                 return {}
             names = [r.name for r in tx.record_outlines(child_id) if r.replaced_by is None]
             return {r.name: str(r.reference_id if r.reference_id is not None
@@ -247,6 +243,12 @@ class ChildStackService(Attached):
         """Send a committed traversal's plan (what is lost, the sweeper plans)."""
         if traversal_id is not None:
             start(self.rt, traversal_id)
+
+
+def _is_child(tx: Tx, ctx: PluginContext, child_id: str) -> bool:
+    """Whether ``child_id`` is a nested stack of the stack ``ctx`` works in."""
+    stack = tx.stack(child_id, outputs=False)
+    return stack is not None and stack.parent_id == _owner(ctx)[0]
 
 
 def _owner(ctx: PluginContext) -> tuple[str, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Connection, Table, literal
+from sqlalchemy import ColumnElement, Connection, Table, literal, null
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 
@@ -39,6 +39,11 @@ T_WORKER = cast(Table, m.WorkerRow.__table__)
 T_ORPHAN = cast(Table, m.OrphanRow.__table__)
 T_SWEEP = cast(Table, m.SweepRow.__table__)
 T_REQUIREMENTS = cast(Table, m.RequirementRow.__table__)
+
+# A stack's columns with null in place of its outputs: what a big group's nested stack keeps
+# there lists every member, and most readers (every batch, the engine) want the rest.
+STACK_WITHOUT_OUTPUTS = tuple(null().label(c.name) if c.name == "outputs" else c
+                              for c in T_STACK.c)
 
 CHUNK = 500  # IN-lists are split so no statement grows without bound
 

@@ -11,21 +11,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, null, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from convergence.errors import Conflict
 from convergence.ports.views import StackView, TemplateContent, template_id
 from convergence.store import dialect
-from convergence.store.rows import CHUNK, T_RES, T_STACK, T_TEMPLATE, TxPart, chunks, stack_view
+from convergence.store.rows import (
+    CHUNK,
+    STACK_WITHOUT_OUTPUTS,
+    T_RES,
+    T_STACK,
+    T_TEMPLATE,
+    TxPart,
+    chunks,
+    stack_view,
+)
 
 _STACK = select(T_STACK).where(T_STACK.c.id == bindparam("id"))
 # FOR NO KEY UPDATE on PostgreSQL (see ``dialect.lock_no_key``); SQLite renders no lock.
 _LOCK_STACK = _STACK.with_for_update(key_share=True)
-# The same without the outputs (null in their place): what a big group's nested stack keeps
-# there lists every member, and most readers want the rest of the row.
-_BARE_STACK = select(*(null().label(c.name) if c.name == "outputs" else c for c in T_STACK.c)) \
-    .where(T_STACK.c.id == bindparam("id"))
+_BARE_STACK = select(*STACK_WITHOUT_OUTPUTS).where(T_STACK.c.id == bindparam("id"))
 _LOCK_BARE_STACK = _BARE_STACK.with_for_update(key_share=True)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, null, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 
 from convergence.ports.views import (
     PARKED,
@@ -24,6 +24,7 @@ from convergence.ports.views import (
 )
 from convergence.store import dialect
 from convergence.store.rows import (
+    STACK_WITHOUT_OUTPUTS,
     T_NODE,
     T_STACK,
     T_TRAV,
@@ -38,8 +39,7 @@ from convergence.store.rows import (
 # a statement costs more than running it). The stack's outputs are left out (read as null):
 # no batch reads them, and a big group's nested stack keeps a list of its members there that
 # every batch of its update would otherwise decode, a cost growing with the group.
-_TRAV_AND_STACK = select(T_TRAV, *(null().label(c.name) if c.name == "outputs" else c
-                                   for c in T_STACK.c)) \
+_TRAV_AND_STACK = select(T_TRAV, *STACK_WITHOUT_OUTPUTS) \
     .join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id).where(T_TRAV.c.id == bindparam("trav"))
 _COUNTED = {
     "nodes_remaining": T_TRAV.c.nodes_remaining - bindparam("finished"),
