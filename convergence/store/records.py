@@ -43,6 +43,8 @@ _RENEW = update(T_RES).where(
     T_RES.c.id.in_(_IDS), T_RES.c.lease_owner == bindparam("owner"),
 ).values(lease_expires=bindparam("until")).returning(T_RES.c.id)
 _DELETE = delete(T_RES).where(T_RES.c.id.in_(_IDS))
+# A step that changed nothing (an update's cleanup of a record it keeps) lets its lease go.
+_LET_GO = update(T_RES).where(T_RES.c.id.in_(_IDS)).values(lease_owner=None, lease_expires=None)
 _FENCE = T_RES.c.fencing_token == bindparam("_token")
 _DELETE_FENCED = delete(T_RES).where(T_RES.c.id == bindparam("_id"), _FENCE)
 # apply_many's updates, one per shape of change (the columns it sets, whether it keeps a
@@ -215,8 +217,10 @@ class RecordQueries(TxPart):
         """Apply many fenced changes with few statements; returns the record ids applied.
 
         The tokens are read (and on PostgreSQL locked) first, in id order; changes whose token
-        is stale are dropped; the rest are written with one executemany per shape of change.
-        One change alone (a chain's hop) is one statement that checks the token itself.
+        is stale are dropped; the rest are written with one executemany per shape of change,
+        but for the changes that only let the lease go (an update's cleanup of every record it
+        keeps): one UPDATE of them all, not a statement each. One change alone (a chain's hop)
+        is one statement that checks the token itself.
         """
         if len(changes) == 1:
             return self._apply_one(changes[0])
@@ -229,10 +233,14 @@ class RecordQueries(TxPart):
         deletes = sorted({c.record_id for c in valid if c.delete})
         for chunk in chunks(deletes):
             self.conn.execute(_DELETE, {"ids": chunk})
+        let_go = sorted({c.record_id for c in valid
+                         if not c.delete and not c.values and c.watch is None})
+        for chunk in chunks(let_go):
+            self.conn.execute(_LET_GO, {"ids": chunk})
         shapes: dict[tuple[tuple[str, ...], bool], list[dict[str, Any]]] = {}
         now = self.now
         for c in valid:
-            if c.delete:
+            if c.delete or (not c.values and c.watch is None):
                 continue
             keys = tuple(sorted(c.values))
             row = {"_id": c.record_id, "_now": now, **c.values}

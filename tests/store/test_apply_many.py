@@ -1,0 +1,67 @@
+"""A batch's results written together (``Tx.apply_many``), on both databases: every kind of
+change in one call, each fenced by its token. The changes that only let a lease go (an
+update's cleanup of each record it keeps: half the nodes of an update) are written by one
+statement for them all, and still only where the token is the record's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from convergence.ports.views import RecordChange
+from convergence.store.transactions import Store
+from tests.store.conftest import on_database
+
+NAMES = ("kept", "stale", "changed", "gone", "polled", "untouched")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    yield from on_database(request)
+
+
+def test_every_kind_of_change_is_fenced_by_its_token(store: Store) -> None:
+    with store.begin() as tx:
+        tx.insert_stack("s", "t", "s", timeout_mins=None, disable_rollback=True)
+        ids = tx.insert_records("s", [(n, "OS::Heat::None") for n in NAMES])
+        claimed = tx.claim_records(list(ids.values()), "me", tx.now + 60)
+    token = {n: claimed[ids[n]].fencing_token for n in NAMES}
+    before = {n: claimed[ids[n]].updated_at for n in NAMES}
+    with store.begin() as tx:
+        applied = tx.apply_many([
+            RecordChange(ids["kept"], token["kept"], {}),
+            RecordChange(ids["stale"], token["stale"] - 1, {}),  # its lease was taken over
+            RecordChange(ids["changed"], token["changed"], {"physical_id": "p-1"}),
+            RecordChange(ids["gone"], token["gone"], {}, delete=True),
+            RecordChange(ids["polled"], token["polled"], {}, watch=30.0),
+        ])
+    assert applied == {ids[n] for n in ("kept", "changed", "gone", "polled")}
+    with store.read() as tx:
+        rows = {r.name: r for r in tx.records_by_id(ids.values()).values()}
+    assert set(rows) == set(NAMES) - {"gone"}
+    owners = {n: r.lease_owner for n, r in rows.items()}
+    assert owners == {"kept": None, "stale": "me", "changed": None, "polled": None,
+                      "untouched": "me"}
+    assert rows["changed"].physical_id == "p-1"
+    # Letting the lease go is not a change of the resource.
+    assert rows["kept"].updated_at == before["kept"]
+    assert rows["kept"].fencing_token == token["kept"]
+
+
+def test_many_records_let_go_at_once_each_only_where_it_is_held(store: Store) -> None:
+    with store.begin() as tx:
+        tx.insert_stack("s", "t", "s", timeout_mins=None, disable_rollback=True)
+        ids = tx.insert_records("s", [(f"r{i}", "OS::Heat::None") for i in range(450)])
+        claimed = tx.claim_records(list(ids.values()), "me", tx.now + 60)
+    # Every third change carries a token from before a take-over: refused, lease kept.
+    changes = [RecordChange(rid, claimed[rid].fencing_token - (i % 3 == 0), {})
+               for i, rid in enumerate(sorted(ids.values()))]
+    with store.begin() as tx:
+        applied = tx.apply_many(changes)
+    refused = {c.record_id for i, c in enumerate(changes) if i % 3 == 0}
+    assert applied == set(ids.values()) - refused
+    with store.read() as tx:
+        rows = tx.records_by_id(ids.values())
+    assert {rid for rid, r in rows.items() if r.lease_owner == "me"} == refused
