@@ -6,6 +6,14 @@ transaction, under the stack's lock: the records the target wants are chosen (an
 version made current again for a rollback, a new one made for each missing resource), the
 graph is built (:func:`convergence.graph.plan.build_plan`) and stored, and the ready nodes go
 out as the first batches.
+
+A plan of many nodes is a bulk write, and the database is asked to take its figures again
+before the batches run (:meth:`Store.refresh_statistics
+<convergence.ports.store.Store.refresh_statistics>`): PostgreSQL's planner, with none yet on
+the new rows, took a stack to hold 0.5 % of the records and read every batch's dependencies
+by scanning the stack rather than looking up their names, so a batch cost grew with the stack
+(a layered stack of 1,000,000 on a database never analysed: 488 ms a read, 1,200 nodes a
+second; after an ANALYZE of 0.6 s, 10 ms and 3,650 a second).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from convergence.template import StackDefinition, TemplateError
 from convergence.template.changes import same_resource
 
 FIRST_BATCH = 8
+# Nodes of a plan from which its rows are a bulk write the database's figures must take in.
+STATISTICS_AFTER_NODES = 20_000
 
 
 def _info(r: RecordOutline) -> RecordInfo:
@@ -40,9 +50,13 @@ class Planner:
     def plan(self, traversal_id: str) -> list[Work]:
         """Plan a traversal once; planning again (a duplicate message) re-offers ready nodes.
         A plan the database picked as a deadlock's victim is made again at once."""
-        return self.ctx.store.transact(lambda tx: self._plan_in(tx, traversal_id))
+        planned: list[int] = []  # the plan's size, once it is stored
+        work = self.ctx.store.transact(lambda tx: self._plan_in(tx, traversal_id, planned))
+        if planned and planned[-1] >= STATISTICS_AFTER_NODES:
+            self.ctx.store.refresh_statistics()
+        return work
 
-    def _plan_in(self, tx: Tx, traversal_id: str) -> list[Work]:
+    def _plan_in(self, tx: Tx, traversal_id: str, planned: list[int]) -> list[Work]:
         batch_size = self.ctx.batch_size
         found = tx.traversal(traversal_id)
         if found is None:
@@ -92,6 +106,7 @@ class Planner:
                             trav.generation)
         plan = build_plan(wanted, current, infos, unchanged)
         tx.insert_nodes(trav.id, plan.nodes)
+        planned.append(len(plan.nodes))
         tx.start_running(trav.id, len(plan.nodes))
         ready = sorted(plan.ready)
         if not plan.nodes:

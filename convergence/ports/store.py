@@ -308,3 +308,9 @@ class Store(Protocol):
     def unreachable(self, exc: BaseException) -> bool:
         """Whether ``exc`` says the database could not be reached (an outage, not a bug)."""
         ...
+
+    def refresh_statistics(self) -> None:
+        """After a bulk write (a plan of many nodes): the database takes its planner's figures
+        on records and nodes again, so that its plans look rows up by what a batch names.
+        Best effort: a refusal is logged, never raised."""
+        ...
