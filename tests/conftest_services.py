@@ -20,11 +20,14 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
 import pytest
 from psycopg2 import errors, sql
+
+from convergence.store.migrate import upgrade
 
 _ADMIN_URL_VARIABLE = "CONVERGENCE_TEST_POSTGRES_URL"
 _DEFAULT_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
@@ -113,6 +116,18 @@ def reset_postgres_schema(url: str) -> None:
             cursor.execute("CREATE SCHEMA public")
     finally:
         connection.close()
+
+
+def fresh_database_url(request: pytest.FixtureRequest, folder: Path) -> str:
+    """For a fixture parametrized ``"sqlite"`` / ``"postgresql"``: an empty database's URL, a
+    SQLite file in ``folder`` or the test module's ``pg_database`` fixture with its schema
+    reset and migrated to the head revision (a runtime opened on either is ready to use)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{folder / 'convergence.db'}"
+    url: str = request.getfixturevalue("pg_database")
+    reset_postgres_schema(url)
+    upgrade(url)
+    return url
 
 
 # Redis --------------------------------------------------------------------------------------

@@ -21,9 +21,8 @@ from convergence.api.app import create_app
 from convergence.ports.views import NewEvent
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from convergence.store.migrate import upgrade
 from tests.api.test_stacks_api import BASE, assert_heat_error, create, drain
-from tests.conftest_services import drop_postgres_database, postgres_url, reset_postgres_schema
+from tests.conftest_services import drop_postgres_database, fresh_database_url, postgres_url
 
 Row = dict[str, Any]
 
@@ -39,13 +38,7 @@ def pg_database() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'api.db'}"
-    else:
-        url = request.getfixturevalue("pg_database")
-        reset_postgres_schema(url)
-        upgrade(url)
-    runtime = open_runtime(Settings(database_url=url))
+    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path)))
     yield runtime
     runtime.store.engine.dispose()
 

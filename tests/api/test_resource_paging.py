@@ -41,7 +41,7 @@ from convergence.store.migrate import upgrade
 from convergence.store.transactions import Store
 from tests.api.test_stacks_api import BASE, assert_heat_error, drain
 from tests.api_process import running_api
-from tests.conftest_services import drop_postgres_database, postgres_url, reset_postgres_schema
+from tests.conftest_services import drop_postgres_database, fresh_database_url, postgres_url
 
 Item = dict[str, Any]
 
@@ -69,13 +69,7 @@ def pg_database() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'api.db'}"
-    else:
-        url = request.getfixturevalue("pg_database")
-        reset_postgres_schema(url)
-        upgrade(url)
-    runtime = open_runtime(Settings(database_url=url))
+    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path)))
     yield runtime
     runtime.store.engine.dispose()
 

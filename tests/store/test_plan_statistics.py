@@ -21,8 +21,7 @@ from convergence.engine import planning
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import running, stacks
 from convergence.settings import Settings
-from convergence.store.migrate import upgrade
-from tests.conftest_services import reset_postgres_schema
+from tests.conftest_services import fresh_database_url
 
 TENANT = "t"
 THRESHOLD = 300
@@ -32,13 +31,7 @@ THRESHOLD = 300
 def rt(request: pytest.FixtureRequest, tmp_path: Path,
        monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
     monkeypatch.setattr(planning, "STATISTICS_AFTER_NODES", THRESHOLD)
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'c.db'}"
-    else:
-        url = request.getfixturevalue("pg_database")
-        reset_postgres_schema(url)
-        upgrade(url)
-    runtime = open_runtime(Settings(database_url=url))
+    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path)))
     yield runtime
     runtime.store.engine.dispose()
 
