@@ -309,8 +309,9 @@ class Store(Protocol):
         """Whether ``exc`` says the database could not be reached (an outage, not a bug)."""
         ...
 
-    def refresh_statistics(self) -> None:
-        """After a bulk write (a plan of many nodes): the database takes its planner's figures
-        on records and nodes again, so that its plans look rows up by what a batch names.
-        Best effort: a refusal is logged, never raised."""
+    def refresh_statistics(self, written: int) -> None:
+        """After a bulk write (a plan of ``written`` nodes): the database takes its planner's
+        figures on records and nodes again where the write is a large share of what they
+        count, so that its plans look rows up by what a batch names. Best effort: a refusal
+        is logged, never raised."""
         ...

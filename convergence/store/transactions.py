@@ -45,6 +45,9 @@ R = TypeVar("R")
 log = logging.getLogger(__name__)
 # The tables a plan writes in bulk (its records and nodes).
 _ANALYSED = ("resources", "nodes")
+# A table whose figures count fewer rows than ten times what was just written to it has them
+# taken again: autovacuum's own rule (``autovacuum_analyze_scale_factor``, 0.1 by default).
+_STALE_SHARE = 0.1
 
 
 class Tx(StackQueries, TraversalQueries, NodeQueries, RecordQueries, ResourcePageQueries,
@@ -96,17 +99,25 @@ class Store:
                     raise
         raise AssertionError("unreachable")
 
-    def refresh_statistics(self) -> None:
+    def refresh_statistics(self, written: int) -> None:
         """PostgreSQL: ANALYZE the records and nodes (a sample of the rows: about 0.6 s at a
-        million), as its autovacuum would within a minute if it runs at all; the batches
-        that start meanwhile would otherwise be planned without figures on the new rows.
-        SQLite keeps no figures the engine's statements rely on: nothing."""
+        million) when ``written`` new rows are a tenth or more of what the planner's figures
+        say a table holds, as its autovacuum would within a minute if it runs at all (never
+        analysed: figures of no rows). The batches that start meanwhile would otherwise be
+        planned without figures on the new rows. SQLite keeps no figures the engine's
+        statements rely on: nothing."""
         if self.engine.dialect.name != "postgresql":
             return
         try:
             with self.engine.connect() as conn:
-                conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
-                    f"ANALYZE {', '.join(_ANALYSED)}")
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                tables = ", ".join(f"to_regclass('{t}')" for t in _ANALYSED)
+                counted = dict(conn.exec_driver_sql(
+                    f"SELECT relname, reltuples FROM pg_class WHERE oid IN ({tables})").all())
+                stale = [t for t in _ANALYSED
+                         if written >= _STALE_SHARE * max(float(counted.get(t, 0.0)), 0.0)]
+                if stale:
+                    conn.exec_driver_sql(f"ANALYZE {', '.join(stale)}")
         except DBAPIError as exc:  # not the tables' owner, the database gone: plans go on
             log.warning("could not refresh the planner's statistics: %s",
                         type(exc.orig).__name__ if exc.orig is not None else exc)
