@@ -23,6 +23,9 @@ from convergence.ports.views import READY, TRAVERSAL_FAILED, NodeView, StackView
 from convergence.ports.work import FINISH, NODES, PLAN, Work, batches, polls
 
 POLLS_PER_MESSAGE = 25
+# Levels of kept cleanup nodes done in one transaction (``Accountant._keep_in_place``); the
+# ones made ready past them are stepped, and their batch goes on from there.
+KEPT_ROUNDS = 16
 
 
 def rolls_back(stack: StackView, trav: TraversalView) -> bool:
@@ -112,7 +115,7 @@ class Accountant:
             # The cleanups of versions it replaced as it ran (a create's failed attempts;
             # negative seqs) still run: what failed is deleted even though the node failed.
             successors.update(s for s in node.successors if s < 0)
-        ready, kept = self._keep_in_place(tx, trav.id, finished_nodes,
+        ready, kept = self._keep_in_place(tx, trav, finished_nodes,
                                           tx.release_successors(trav.id, successors))
         done.extend(kept)
         skipped = tx.skip_descendants(trav.id, failed) if failed else 0
@@ -135,31 +138,45 @@ class Accountant:
         return follow, nxt
 
     @staticmethod
-    def _keep_in_place(tx: Tx, traversal_id: str, finished: list[NodeView],
+    def _keep_in_place(tx: Tx, trav: TraversalView, finished: list[NodeView],
                        ready: list[NodeView]) -> tuple[list[NodeView], list[int]]:
-        """The cleanup nodes, among those just made ready, of the very records that converge
-        nodes of this batch finished in place: done at once, and their successors released
-        (returns the ready nodes left, in seq order, and the ones done so).
+        """The cleanup nodes, among those just made ready, of records their converge node
+        kept in place (in this batch or an earlier one): done at once, and their successors
+        released, and so on down while such nodes are made ready (at most
+        :data:`KEPT_ROUNDS` times); returns the ready nodes left, in seq order, and the ones
+        done so.
 
-        Such a node's step would do nothing: its record is the one the template keeps, just
+        Such a node's step would do nothing: its record is the one the template keeps,
         converged and not replaced (a replaced record's converge node has moved to the new
         version). Stepping it would claim the record, step and record it for nothing: half
-        the cost of an update that changes every resource in place. Done here, in the same
-        transaction, its successors (the cleanups of what the record required) wait for
-        exactly what they waited for before."""
+        the cost of an update that changes every resource in place (a layered one: the
+        cleanups wait for those of what was built on them, long after their converge). Done
+        here, in the same transaction, their successors (the cleanups of what the records
+        required) wait for exactly what they waited for before."""
+        if trav.action == "DELETE":  # cleanup nodes only: nothing converged
+            return ready, []
         in_place = {n.record_id for n in finished
                     if n.phase == "converge" and n.record_id is not None}
-        if not in_place or not ready:
-            return ready, []
-        idle = [n.seq for n in ready
-                if n.phase == "cleanup" and n.record_id in in_place and n.state == READY]
-        if not idle:
-            return ready, []
-        done = tx.finish_nodes(traversal_id, idle, DONE_STATE)
-        successors: Counter[int] = Counter()
-        for node in done:
-            successors.update(node.successors)
-        gone = set(idle)
-        left = {n.seq: n for n in ready if n.seq not in gone}
-        left.update((n.seq, n) for n in tx.release_successors(traversal_id, successors))
-        return [left[seq] for seq in sorted(left)], [n.seq for n in done]
+        kept: list[int] = []
+        fresh = ready  # the nodes made ready that were not looked at yet
+        for _ in range(KEPT_ROUNDS):
+            cleanups = [n for n in fresh if n.phase == "cleanup" and n.state == READY]
+            if not cleanups:
+                break
+            unknown = [n.record_id for n in cleanups
+                       if n.record_id is not None and n.record_id not in in_place]
+            if unknown:
+                in_place |= tx.converged_in_place(trav.id, unknown)
+            idle = [n.seq for n in cleanups if n.record_id in in_place]
+            if not idle:
+                break
+            done = tx.finish_nodes(trav.id, idle, DONE_STATE)
+            kept.extend(n.seq for n in done)
+            successors: Counter[int] = Counter()
+            for node in done:
+                successors.update(node.successors)
+            gone = set(idle)
+            fresh = tx.release_successors(trav.id, successors)
+            ready = sorted([*(n for n in ready if n.seq not in gone), *fresh],
+                           key=lambda n: n.seq)
+        return ready, kept

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, func, select, update
 
 from convergence.ports.store import NewNode
-from convergence.ports.views import NODE_STATES, PARKED, READY, SKIPPED, WAITING, NodeView
+from convergence.ports.views import DONE, NODE_STATES, PARKED, READY, SKIPPED, WAITING, NodeView
 from convergence.store import dialect
 from convergence.store.rows import T_NODE, TxPart, chunks, keyed, node_state, node_view
 
@@ -81,6 +81,17 @@ class NodeQueries(TxPart):
                 keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.record_id.in_(chunk),
                 node_state() == READY))
             out.extend(r.seq for r in rows)
+        return out
+
+    def converged_in_place(self, traversal_id: str, record_ids: Iterable[int]) -> set[int]:
+        """Of these records, those a DONE converge node of the traversal works on: converged
+        and kept (a replaced record's converge node moved to its new version)."""
+        out: set[int] = set()
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(select(T_NODE.c.record_id).where(
+                keyed(T_NODE.c.traversal_id, traversal_id), T_NODE.c.record_id.in_(chunk),
+                T_NODE.c.phase == "converge", node_state() == DONE))
+            out.update(r.record_id for r in rows)
         return out
 
     def node_states(self, traversal_id: str) -> dict[str, int]:

@@ -34,6 +34,7 @@ def test_a_thousand_resources(story: Story, kind: str) -> None:
     entities = story.entities()
     assert sorted(entities.values()) == sorted(f"a{i}" for i in range(N))
     ids = {name: r.physical_id for name, r in current.items()}
+    tokens = {name: r.fencing_token for name, r in current.items()}
 
     story.update(template(shape(kind, "b")))
     stack = story.finish()
@@ -42,6 +43,11 @@ def test_a_thousand_resources(story: Story, kind: str) -> None:
     current = story.current()
     assert {(r.action, r.status) for r in current.values()} == {("UPDATE", "COMPLETE")}
     assert {name: r.physical_id for name, r in current.items()} == ids  # updated in place
+    # Each record claimed once, by its converge step: the cleanup of a record kept in place
+    # is done without a step (layered: long after its converge, once what was built on it
+    # is cleaned up).
+    assert {name: r.fencing_token - tokens[name] for name, r in current.items()} == \
+        dict.fromkeys(current, 1)
     assert sorted(story.entities().values()) == sorted(f"b{i}" for i in range(N))
     assert story.created_total() == N
 
