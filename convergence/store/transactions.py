@@ -112,10 +112,10 @@ class Store:
             with self.engine.connect() as conn:
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 tables = ", ".join(f"to_regclass('{t}')" for t in _ANALYSED)
-                counted = dict(conn.exec_driver_sql(
+                counted: dict[str, float] = dict(conn.exec_driver_sql(
                     f"SELECT relname, reltuples FROM pg_class WHERE oid IN ({tables})").all())
                 stale = [t for t in _ANALYSED
-                         if written >= _STALE_SHARE * max(float(counted.get(t, 0.0)), 0.0)]
+                         if written >= _STALE_SHARE * max(counted.get(t, 0.0), 0.0)]
                 if stale:
                     conn.exec_driver_sql(f"ANALYZE {', '.join(stale)}")
         except DBAPIError as exc:  # not the tables' owner, the database gone: plans go on
