@@ -103,7 +103,7 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
         counter.reset()
         before = _worker_figures(stats_dir)
         counting.messages = 1  # the request's own message
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, machine = time.perf_counter(), time.process_time(), _machine_cpu()
         if phase == "create":
             stack = stacks.create_stack(rt, "bench", "s", template(n, shape, "a"))
         elif phase == "update":
@@ -113,6 +113,7 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
         stack = running.wait_for_stack(rt, "bench", stack.id)
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu
+        machine = {k: v - machine[k] for k, v in _machine_cpu().items()}
         counts = counter.snapshot()
         statements, transactions, messages = (counts.statements, counts.transactions,
                                               counting.messages)
@@ -125,9 +126,46 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
         results.append({
             "phase": phase, "status": stack.stack_status, "wall": wall, "cpu": cpu,
             "statements": statements, "transactions": transactions, "messages": messages,
+            "machine_cpu": machine["machine"], "postgres_cpu": machine["postgres"],
         })
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"results": results, "peak_mib": peak}))
+
+
+def _machine_cpu() -> dict[str, float]:
+    """CPU seconds used so far: by the whole machine (every process: the engine's, the
+    database's, the broker's; the benchmark assumes a quiet machine) and by PostgreSQL's
+    processes (those alive, and through the server's main process those that ended: a
+    process's CPU is added to its parent's when it ends)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:  # not Linux: no figures
+        return {"machine": 0.0, "postgres": 0.0}
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    postgres = 0
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:]
+        if name != "postgres":
+            continue
+        values = rest.split()  # from the state on: utime is the 12th, cutime the 14th
+        postgres += int(values[11]) + int(values[12])
+        if values[1] == "1" or _name_of(values[1]) != "postgres":  # the server's main one
+            postgres += int(values[13]) + int(values[14])
+    return {"machine": (user + nice + system + irq + softirq) / tick,
+            "postgres": postgres / tick}
+
+
+def _name_of(pid: str) -> str:
+    try:
+        text = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text[text.index("(") + 1:text.rindex(")")]
 
 
 def _worker_figures(folder: str | None) -> dict[str, float]:

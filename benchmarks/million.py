@@ -3,7 +3,7 @@ whether the cost per resource stays flat; one run prints it all.
 
     python benchmarks/million.py                                # 10K, 100K, 1M; both tiers
     python benchmarks/million.py --sizes 10000 100000 --modes embedded --shapes wide
-    python benchmarks/million.py --chain 1000                   # hop latency only
+    python benchmarks/million.py --sizes --chain 1000           # hop latency only
     python benchmarks/million.py --sizes 1000000 --shapes layered --phases create
     python benchmarks/million.py --modes distributed --analyze  # PostgreSQL analysed
 
@@ -11,13 +11,15 @@ Each size, shape and tier runs in a fresh process on a fresh database
 (:func:`engine_scale.measure`): the embedded tier on SQLite in the process itself, the
 distributed one on PostgreSQL and Redis with ``--workers`` worker processes. Shapes: ``wide``,
 ``layered`` (10 layers, each resource on two of the layer before), ``group`` (one
-``OS::Heat::ResourceGroup`` of every resource) and ``groups`` (groups of 1,000). Per phase:
-wall seconds, resources per second, the client process's CPU seconds (embedded: the whole
-engine), SQL statements and transactions per resource (every process), and the peak resident
-memory of every process. Then, per phase, the cost per resource of each size over the size
-before it (1.0: linear), by wall time and by the client's CPU time (on a machine that is busy
-with other work the wall figures swell and the CPU ones do not; embedded, the client's CPU is
-the whole engine's), and with ``--chain N`` the time per hop of an N-long chain.
+``OS::Heat::ResourceGroup`` of every resource) and ``groups`` (groups of 1,000). Per phase: wall
+seconds, resources per second, the client process's CPU seconds (embedded: the whole engine),
+the whole machine's CPU seconds and PostgreSQL's share of them (what a million must fit in: two
+cores give 600 CPU seconds in five minutes), SQL statements and transactions per resource (every
+process), and the peak resident memory of every process. Then, per phase, the cost per resource
+of each size over the size before it (1.0: linear), by wall time and by the client's CPU time
+(on a machine that is busy with other work the wall figures swell and the CPU ones do not;
+embedded, the client's CPU is the whole engine's), and with ``--chain N`` the time per hop of an
+N-long chain.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from engine_scale import measure
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000, 1000000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10000, 100000, 1000000],
+                        help="none: the chain alone")
     parser.add_argument("--shapes", nargs="+", default=["wide", "layered"])
     parser.add_argument("--modes", nargs="+", choices=["embedded", "distributed"],
                         default=["embedded", "distributed"])
@@ -50,7 +53,8 @@ def main() -> None:
                         help="the length of the chain timed hop by hop (0: none)")
     args = parser.parse_args()
     print(f"{'tier':11} {'shape':8} {'size':>8} {'phase':7} {'status':16} {'wall s':>8} "
-          f"{'res/s':>7} {'cpu s':>7} {'stmt/res':>8} {'txn/res':>7} {'peak MiB':>14}",
+          f"{'res/s':>7} {'cpu s':>7} {'all cpu':>8} {'pg cpu':>7} {'stmt/res':>8} "
+          f"{'txn/res':>7} {'peak MiB':>14}",
           flush=True)
     figures: dict[tuple[str, str, int, str], float] = {}
     cpus: dict[tuple[str, str, int, str], float] = {}
@@ -65,10 +69,11 @@ def main() -> None:
                     cpus[mode, shape, n, r["phase"]] = r["cpu"]
                     print(f"{mode:11} {shape:8} {n:>8} {r['phase']:7} {r['status']:16} "
                           f"{r['wall']:>8.2f} {n / r['wall']:>7.0f} {r['cpu']:>7.1f} "
+                          f"{r['machine_cpu']:>8.1f} {r['postgres_cpu']:>7.1f} "
                           f"{r['statements'] / n:>8.2f} {r['transactions'] / n:>7.3f} "
                           f"{peaks:>14}", flush=True)
     sizes = sorted(args.sizes)
-    for label, table in (("wall", figures), ("client CPU", cpus)):
+    for label, table in (("wall", figures), ("client CPU", cpus)) if len(sizes) > 1 else ():
         print(f"\n{label} per resource, each size over the one before (1.0: linear)")
         for mode in args.modes:
             for shape in args.shapes:

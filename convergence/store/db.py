@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import InvalidatePoolError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
@@ -77,6 +79,11 @@ _PG_POOL_SIZE = 10
 _PG_MAX_OVERFLOW = 10
 # Recycle before common server and proxy idle timeouts cut connections from under the pool.
 _PG_POOL_RECYCLE_SECONDS = 1800
+# A pooled connection idle for longer than this is tested before it is handed out (one
+# round trip); one given back more recently is handed out as it is. A worker's hop is a dozen
+# statements, and testing the connection at every transaction was one round trip in eleven.
+# Production pools keep the same window (HikariCP's ``aliveBypassWindowMs``, 500 ms).
+PING_AFTER_IDLE_SECONDS = 0.5
 
 
 def is_sqlite(url: str | URL) -> bool:
@@ -194,8 +201,9 @@ def _postgresql_engine(url: URL, echo: bool) -> Engine:
         # A statement's values (a stack's parameters, hidden ones too) never reach an error
         # message, a log line or an API answer.
         "hide_parameters": True,
-        # Workers outlive database restarts and failovers; test connections before use.
-        "pool_pre_ping": True,
+        # The connection given back last is taken next: it needs no test (see
+        # _ping_when_idle) and the others stay idle, to be closed by the pool's recycling.
+        "pool_use_lifo": True,
         "pool_size": _PG_POOL_SIZE,
         "max_overflow": _PG_MAX_OVERFLOW,
         "pool_recycle": _PG_POOL_RECYCLE_SECONDS,
@@ -207,4 +215,36 @@ def _postgresql_engine(url: URL, echo: bool) -> Engine:
         if "application_name" not in url.query:
             # Names our sessions in pg_stat_activity.
             kwargs["connect_args"] = {"application_name": "convergence"}
-    return create_engine(url, **kwargs)
+    engine = create_engine(url, **kwargs)
+    _ping_when_idle(engine)
+    return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Workers outlive database restarts and failovers: a connection that sat in the pool for
+    more than :data:`PING_AFTER_IDLE_SECONDS` is tested before use, and one found dead is
+    replaced, with every other connection the pool held then. A connection cut
+    within the window fails its first statement instead, as one cut in the middle of a
+    transaction does: every caller already takes that as the database being away, and the
+    pool then replaces every connection it held before the failure."""
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info["returned_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        # Never given back: connected just now (a new connection's ``info`` starts empty).
+        returned = record.info.get("returned_at")
+        if returned is None or time.monotonic() - returned <= PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+        except Exception as exc:
+            # Dead: so are the others of its time (a restart, a failover); the pool replaces
+            # them all, and connects again for this checkout.
+            raise InvalidatePoolError(f"pooled connection failed its test: {exc}") from exc

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql.psycopg2 import EXECUTEMANY_VALUES_PLUS_BATCH
 from sqlalchemy.engine import Connection
 
+from convergence.store import db
 from convergence.store.db import make_engine, make_sessionmaker, schema_is_current
 from convergence.store.metrics import StatementCounter, StatementCounts
 from convergence.store.migrate import upgrade
@@ -221,9 +222,52 @@ def test_sqlite_schema_is_current_only_after_upgrade(sqlite_file: sa.Engine) -> 
 def test_postgresql_engine_options() -> None:
     # No server needed: create_engine does not connect.
     engine = make_engine("postgresql+psycopg2://someone:secret@db.invalid/convergence")
-    assert engine.pool._pre_ping
+    assert not engine.pool._pre_ping  # tested when idle instead (below)
     assert engine.pool.size() == 10  # type: ignore[attr-defined]
     assert engine.dialect.executemany_mode is EXECUTEMANY_VALUES_PLUS_BATCH  # type: ignore[attr-defined]
+
+
+def _backend(engine: sa.Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(sa.select(sa.func.pg_backend_pid())).scalar_one())
+
+
+def _terminate(engine: sa.Engine, pid: int) -> None:
+    """Cut session ``pid`` from the server's side (as a restart or a failover does), and wait
+    until it is gone."""
+    with engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"),
+                                  {"pid": pid}).scalar_one()
+
+
+def test_postgresql_a_connection_idle_past_the_window_is_tested_and_replaced(
+        pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 0.0)  # any idle time is past it
+    before = _backend(pg_engine)
+    other = sa.create_engine(pg_engine.url, poolclass=sa.NullPool)
+    try:
+        _terminate(other, before)
+    finally:
+        other.dispose()
+    after = _backend(pg_engine)  # no error: the test found it dead and it was replaced
+    assert after != before
+
+
+def test_postgresql_a_connection_given_back_within_the_window_is_used_untested(
+        pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Untested: a connection cut meanwhile fails its first statement (no round trip was
+    # spent on testing it), the pool replaces it, and the next use gets a new one.
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)
+    before = _backend(pg_engine)
+    other = sa.create_engine(pg_engine.url, poolclass=sa.NullPool)
+    try:
+        _terminate(other, before)
+    finally:
+        other.dispose()
+    with pytest.raises(sa.exc.OperationalError) as failed:
+        _backend(pg_engine)
+    assert failed.value.connection_invalidated
+    assert _backend(pg_engine) != before
 
 
 def test_bare_postgresql_urls_use_psycopg2() -> None:
