@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from convergence.ports.views import RecordChange
+from convergence.store.rows import T_RES
 from convergence.store.transactions import Store
 from tests.store.conftest import on_database
 
@@ -65,3 +67,49 @@ def test_many_records_let_go_at_once_each_only_where_it_is_held(store: Store) ->
     with store.read() as tx:
         rows = tx.records_by_id(ids.values())
     assert {rid for rid, r in rows.items() if r.lease_owner == "me"} == refused
+
+
+def test_many_changes_of_one_shape_are_written_each_with_its_own_values(store: Store) -> None:
+    # PostgreSQL sends a shape's rows as one statement (a JSON array read back as a table):
+    # every kind of column comes back as written, a JSON null as None, a stale token refused.
+    with store.begin() as tx:
+        tx.insert_stack("s", "t", "s", timeout_mins=None, disable_rollback=True)
+        ids = tx.insert_records("s", [(f"r{i}", "OS::Heat::None") for i in range(30)])
+        claimed = tx.claim_records(list(ids.values()), "me", tx.now + 60)
+    order = sorted(ids.values())
+
+    def values(i: int) -> dict[str, object]:
+        return {"action": "CREATE", "status": "COMPLETE", "status_reason": f"it's \"{i}\"",
+                "physical_id": None if i % 4 == 0 else f"p-{i}", "generation": i,
+                "properties": {"value": i, "nested": {"list": [i, None, "x"]}, "é": "ü"},
+                "attributes": {}, "operation": None, "reference_id": f"ref'{i}"}
+
+    changes = [RecordChange(rid, claimed[rid].fencing_token - (i % 5 == 0), values(i))
+               for i, rid in enumerate(order)]
+    watched = [RecordChange(rid, claimed[rid].fencing_token,
+                            {"operation": {"action": "CREATE", "since": float(i)}},
+                            watch=30.0)
+               for i, rid in enumerate(order) if i % 5 == 0]
+    with store.begin() as tx:
+        applied = tx.apply_many(changes)
+        now = tx.now
+    with store.begin() as tx:
+        polled = tx.apply_many(watched)
+    assert applied == {rid for i, rid in enumerate(order) if i % 5}
+    assert polled == {rid for i, rid in enumerate(order) if i % 5 == 0}
+    with store.read() as tx:
+        rows = tx.records_by_id(order)
+    with store.engine.connect() as connection:
+        expires = dict(connection.execute(sa.select(T_RES.c.id, T_RES.c.lease_expires)).all())
+    for i, rid in enumerate(order):
+        row = rows[rid]
+        if i % 5 == 0:  # refused first, then polled: a watch, no other change
+            assert (row.action, row.physical_id, row.operation) == (
+                "INIT", None, {"action": "CREATE", "since": float(i)})
+            assert row.lease_owner is None and expires[rid] == pytest.approx(now + 30.0, abs=5)
+            continue
+        expected = values(i)
+        got = {k: getattr(row, k) for k in expected}
+        assert got == expected
+        assert row.lease_owner is None and expires[rid] is None
+        assert row.updated_at == now
