@@ -93,7 +93,7 @@ def _applying_rows(keys: tuple[str, ...], watched: bool) -> TextClause:
     the others as the JSON value of their own type."""
     stmt = _APPLIED_ROWS.get((keys, watched))
     if stmt is None:
-        pg = PGDialect()
+        pg = PGDialect()  # type: ignore[no-untyped-call]
         types = {k: "text" if isinstance(T_RES.c[k].type, JSON)
                  else T_RES.c[k].type.compile(dialect=pg) for k in keys}
         sets = [f'"{k}" = x."{k}"::json' if types[k] == "text" else f'"{k}" = x."{k}"'
