@@ -33,9 +33,10 @@ instead (``dialect.led_by`` says why and how).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, and_, insert, or_, select
+from sqlalchemy import ColumnElement, and_, insert, or_, select, text
 
 from convergence.ports.pages import EventQuery
 from convergence.ports.views import EventView, NewEvent
@@ -44,12 +45,32 @@ from convergence.store.page_filters import any_of, status_is
 from convergence.store.rows import T_EVENT, T_STACK, TxPart, chunks, event_view
 
 _INSERT = insert(T_EVENT)
+# PostgreSQL: a batch's events in one statement whose rows come as one JSON parameter, read
+# back as a table in their order (ids are handed out in it: id order is the ledger's order).
+# SQLAlchemy's multi-row VALUES binds six parameters an event, built and bound in Python: a
+# fifth of a worker's time on a wide stack.
+_INSERT_ROWS = text(
+    "INSERT INTO events (stack_id, traversal_id, generation, created_at, resource_name, "
+    "physical_resource_id, resource_type, action, status, reason) "
+    "SELECT :stack, :trav, :gen, :now, x.n, x.p, x.t, x.a, x.s, x.r "
+    "FROM ROWS FROM (json_to_recordset(CAST(:rows AS json)) "
+    "AS (n text, p text, t text, a text, s text, r text)) WITH ORDINALITY "
+    "AS x(n, p, t, a, s, r, i) ORDER BY x.i")
 
 
 class EventQueries(TxPart):
     def add_events(self, stack_id: str, traversal_id: str | None, generation: int,
                    events: Sequence[NewEvent]) -> None:
         if not events:
+            return
+        if len(events) > 1 and self.conn.dialect.name == "postgresql":
+            for part in chunks(events, 1000):
+                self.conn.execute(_INSERT_ROWS, {
+                    "stack": stack_id, "trav": traversal_id, "gen": generation,
+                    "now": self.now, "rows": json.dumps([
+                        {"n": e.resource_name, "p": e.physical_resource_id,
+                         "t": e.resource_type, "a": e.action, "s": e.status, "r": e.reason}
+                        for e in part])})
             return
         rows = [{"stack_id": stack_id, "traversal_id": traversal_id, "generation": generation,
                  "resource_name": e.resource_name, "physical_resource_id": e.physical_resource_id,
