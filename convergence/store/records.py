@@ -111,6 +111,20 @@ def _applying_rows(keys: tuple[str, ...], watched: bool) -> TextClause:
     return stmt
 
 
+# PostgreSQL: new records as one statement a piece, their rows as one JSON parameter. A
+# multi-row VALUES of fourteen bound parameters a record, built and bound by SQLAlchemy in
+# Python, was two fifths of a worker's time planning a wide stack of 100,000.
+_INSERTED_AT_ONCE = 5000
+_INSERT_ROWS = text(
+    "INSERT INTO resources (stack_id, name, type, action, status, status_reason, generation, "
+    "requires, properties, attributes, fencing_token, deletion_policy, created_at, "
+    "updated_at) "
+    "SELECT :stack, x.n, x.t, 'INIT', 'COMPLETE', '', 0, '[]', '{}', '{}', 0, x.p, :now, :now "
+    "FROM ROWS FROM (json_to_recordset(CAST(:rows AS json)) AS (n text, t text, p text)) "
+    "WITH ORDINALITY AS x(n, t, p, i) ORDER BY x.i "
+    "RETURNING id, name")
+
+
 class RecordQueries(TxPart):
     # reading ------------------------------------------------------------------------------
     def records(self, stack_id: str) -> list[RecordView]:
@@ -168,6 +182,8 @@ class RecordQueries(TxPart):
         if not items:
             return {}
         chosen = policies or {}
+        if self.conn.dialect.name == "postgresql":
+            return self._insert_records_at_once(stack_id, items, chosen)
         rows: list[dict[str, Any]] = [
             {"stack_id": stack_id, "name": name, "type": rtype, "action": "INIT",
              "status": "COMPLETE", "status_reason": "", "generation": 0, "requires": [],
@@ -177,6 +193,20 @@ class RecordQueries(TxPart):
         ids: dict[str, int] = {}
         for chunk in chunks(rows):
             result = self.conn.execute(insert(T_RES).returning(T_RES.c.id, T_RES.c.name), chunk)
+            for rid, name in result:
+                ids[name] = rid
+        return ids
+
+    def _insert_records_at_once(self, stack_id: str, items: Sequence[tuple[str, str]],
+                                chosen: Mapping[str, str | None]) -> dict[str, int]:
+        """PostgreSQL: the records as one INSERT a piece, their names, types and policies
+        sent as one JSON parameter (``_INSERT_ROWS``), ids handed out in the items' order."""
+        ids: dict[str, int] = {}
+        for piece in chunks(items, _INSERTED_AT_ONCE):
+            rows = json.dumps([{"n": name, "t": rtype, "p": chosen.get(name)}
+                               for name, rtype in piece])
+            result = self.conn.execute(_INSERT_ROWS, {"stack": stack_id, "now": self.now,
+                                                      "rows": rows})
             for rid, name in result:
                 ids[name] = rid
         return ids

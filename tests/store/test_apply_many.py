@@ -113,3 +113,25 @@ def test_many_changes_of_one_shape_are_written_each_with_its_own_values(store: S
         assert got == expected
         assert row.lease_owner is None and expires[rid] is None
         assert row.updated_at == now
+
+
+def test_records_made_at_once_start_as_never_created_with_their_policies(store: Store) -> None:
+    # PostgreSQL sends the new records' rows as one JSON parameter, in pieces of 5,000.
+    items = [(f"r{i}", "OS::Heat::None" if i % 2 else "OS::Nova::Server") for i in range(5003)]
+    policies = {"r1": "Retain", "r2": "Snapshot", "r5002": "Delete"}
+    with store.begin() as tx:
+        tx.insert_stack("s", "t", "s", timeout_mins=None, disable_rollback=True)
+        ids = tx.insert_records("s", items, policies)
+        now = tx.now
+    assert set(ids) == {name for name, _ in items}
+    assert [ids[name] for name, _ in items] == sorted(ids.values())  # ids in the items' order
+    with store.read() as tx:
+        rows = tx.records_by_id(ids.values())
+    for name, rtype in items:
+        row = rows[ids[name]]
+        assert (row.stack_id, row.name, row.type, row.action, row.status, row.status_reason,
+                row.generation, row.requires, dict(row.properties), dict(row.attributes),
+                row.operation, row.fencing_token, row.lease_owner, row.deletion_policy,
+                row.created_at, row.updated_at) == (
+            "s", name, rtype, "INIT", "COMPLETE", "", 0, (), {}, {}, None, 0, None,
+            policies.get(name), now, now)
