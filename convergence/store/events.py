@@ -63,7 +63,7 @@ class EventQueries(TxPart):
                    events: Sequence[NewEvent]) -> None:
         if not events:
             return
-        if len(events) > 1 and self.conn.dialect.name == "postgresql":
+        if len(events) > 1 and dialect.is_postgres(self.conn):
             for part in chunks(events, 1000):
                 self.conn.execute(_INSERT_ROWS, {
                     "stack": stack_id, "trav": traversal_id, "gen": generation,

@@ -33,6 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
 from convergence.ports.views import RecordChange, RecordOutline, RecordValues, RecordView
+from convergence.store import dialect
 from convergence.store.rows import T_RES, TxPart, chunks, keyed, record_view
 
 # The statements of every batch, built once: building one costs more than running it (a
@@ -182,7 +183,7 @@ class RecordQueries(TxPart):
         if not items:
             return {}
         chosen = policies or {}
-        if self.conn.dialect.name == "postgresql":
+        if dialect.is_postgres(self.conn):
             return self._insert_records_at_once(stack_id, items, chosen)
         rows: list[dict[str, Any]] = [
             {"stack_id": stack_id, "name": name, "type": rtype, "action": "INIT",
@@ -323,7 +324,7 @@ class RecordQueries(TxPart):
             if c.watch is not None:
                 row["_watch"] = now + c.watch
             shapes.setdefault((keys, c.watch is not None), []).append(row)
-        rows_at_once = self.conn.dialect.name == "postgresql"
+        rows_at_once = dialect.is_postgres(self.conn)
         for (keys, watched), rows in shapes.items():
             if rows_at_once and len(rows) > 1:
                 json_keys = [k for k in keys if isinstance(T_RES.c[k].type, JSON)]

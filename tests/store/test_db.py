@@ -233,22 +233,22 @@ def _backend(engine: sa.Engine) -> int:
 
 
 def _terminate(engine: sa.Engine, pid: int) -> None:
-    """Cut session ``pid`` from the server's side (as a restart or a failover does), and wait
-    until it is gone."""
-    with engine.connect() as connection:
-        assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"),
-                                  {"pid": pid}).scalar_one()
+    """Cut session ``pid`` of ``engine``'s pool from the server's side (as a restart or a
+    failover does), through a connection of its own, and wait until it is gone."""
+    other = sa.create_engine(engine.url, poolclass=sa.NullPool)
+    try:
+        with other.connect() as connection:
+            assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"),
+                                      {"pid": pid}).scalar_one()
+    finally:
+        other.dispose()
 
 
 def test_postgresql_a_connection_idle_past_the_window_is_tested_and_replaced(
         pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 0.0)  # any idle time is past it
     before = _backend(pg_engine)
-    other = sa.create_engine(pg_engine.url, poolclass=sa.NullPool)
-    try:
-        _terminate(other, before)
-    finally:
-        other.dispose()
+    _terminate(pg_engine, before)
     after = _backend(pg_engine)  # no error: the test found it dead and it was replaced
     assert after != before
 
@@ -259,11 +259,7 @@ def test_postgresql_a_connection_given_back_within_the_window_is_used_untested(
     # spent on testing it), the pool replaces it, and the next use gets a new one.
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)
     before = _backend(pg_engine)
-    other = sa.create_engine(pg_engine.url, poolclass=sa.NullPool)
-    try:
-        _terminate(other, before)
-    finally:
-        other.dispose()
+    _terminate(pg_engine, before)
     with pytest.raises(sa.exc.OperationalError) as failed:
         _backend(pg_engine)
     assert failed.value.connection_invalidated
