@@ -36,15 +36,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, and_, insert, or_, select, text
+from sqlalchemy import ColumnElement, and_, bindparam, insert, or_, select, text
 
 from convergence.ports.pages import EventQuery
 from convergence.ports.views import EventView, NewEvent
 from convergence.store import dialect
+from convergence.store.lean import Lean
 from convergence.store.page_filters import any_of, status_is
 from convergence.store.rows import T_EVENT, T_STACK, TxPart, chunks, event_view
 
-_INSERT = insert(T_EVENT)
+_INSERT = Lean(insert(T_EVENT).values({c: bindparam(c) for c in (
+    "stack_id", "traversal_id", "generation", "resource_name", "physical_resource_id",
+    "resource_type", "action", "status", "reason", "created_at")}))
 # PostgreSQL: a batch's events in one statement whose rows come as one JSON parameter, read
 # back as a table in their order (ids are handed out in it: id order is the ledger's order).
 # SQLAlchemy's multi-row VALUES binds six parameters an event, built and bound in Python: a
@@ -76,8 +79,7 @@ class EventQueries(TxPart):
                  "resource_name": e.resource_name, "physical_resource_id": e.physical_resource_id,
                  "resource_type": e.resource_type, "action": e.action, "status": e.status,
                  "reason": e.reason, "created_at": self.now} for e in events]
-        for chunk in chunks(rows, 1000):
-            self.conn.execute(_INSERT, chunk)
+        _INSERT.many(self.conn, rows)  # on PostgreSQL: one event
 
     def events(self, stack_id: str, after: int = 0, limit: int | None = None) -> list[EventView]:
         """The stack's events after the id ``after``, oldest first (the event streams)."""

@@ -17,6 +17,7 @@ from sqlalchemy import and_, bindparam, case, func, select, update
 from convergence.ports.store import NewNode
 from convergence.ports.views import DONE, NODE_STATES, PARKED, READY, SKIPPED, WAITING, NodeView
 from convergence.store import dialect
+from convergence.store.lean import Lean
 from convergence.store.rows import T_NODE, TxPart, chunks, keyed, node_state, node_view
 
 _COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "state",
@@ -25,18 +26,19 @@ _COLUMNS = ("traversal_id", "seq", "record_id", "name", "phase", "pending", "sta
 # The statements of every batch, built once (building one costs more than running it).
 _TRAV = keyed(T_NODE.c.traversal_id, bindparam("trav"))
 _SEQS = T_NODE.c.seq.in_(bindparam("seqs", expanding=True))
-_NODES = select(T_NODE).where(_TRAV, _SEQS)
-_FINISH = update(T_NODE).where(
+_NODES = Lean(select(T_NODE).where(_TRAV, _SEQS))
+_FINISH = Lean(update(T_NODE).where(
     _TRAV, _SEQS, node_state().in_((WAITING, READY, PARKED)),
-).values(state=bindparam("_state"), updated_at=bindparam("_now")).returning(*T_NODE.c)
+).values(state=bindparam("_state"), updated_at=bindparam("_now")).returning(*T_NODE.c))
 # Rows locked in seq order before their counters go down (PostgreSQL only).
-_LOCK_SEQS = select(T_NODE.c.seq).where(_TRAV, _SEQS).order_by(T_NODE.c.seq).with_for_update()
+_LOCK_SEQS = Lean(select(T_NODE.c.seq).where(_TRAV, _SEQS).order_by(T_NODE.c.seq)
+                  .with_for_update())
 _LEFT = T_NODE.c.pending - bindparam("amount")
-_RELEASE = update(T_NODE).where(_TRAV, _SEQS).values(
+_RELEASE = Lean(update(T_NODE).where(_TRAV, _SEQS).values(
     pending=_LEFT,
     state=case((and_(_LEFT <= 0, T_NODE.c.state == WAITING), READY), else_=T_NODE.c.state),
     updated_at=bindparam("_now"),
-).returning(*T_NODE.c)
+).returning(*T_NODE.c))
 
 
 class NodeQueries(TxPart):
@@ -64,7 +66,7 @@ class NodeQueries(TxPart):
     def nodes(self, traversal_id: str, seqs: Iterable[int]) -> list[NodeView]:
         out: list[NodeView] = []
         for chunk in chunks(sorted(set(seqs))):
-            rows = self.conn.execute(_NODES, {"trav": traversal_id, "seqs": chunk})
+            rows = _NODES.rows(self.conn, {"trav": traversal_id, "seqs": chunk})
             out.extend(node_view(r) for r in rows)
         return out
 
@@ -133,8 +135,8 @@ class NodeQueries(TxPart):
         """Mark nodes DONE or FAILED; returns those that were not finished already."""
         changed: list[NodeView] = []
         for chunk in chunks(sorted(set(seqs))):
-            rows = self.conn.execute(_FINISH, {"trav": traversal_id, "seqs": chunk,
-                                               "_state": state, "_now": self.now})
+            rows = _FINISH.rows(self.conn, {"trav": traversal_id, "seqs": chunk,
+                                            "_state": state, "_now": self.now})
             changed.extend(node_view(r) for r in rows)
         return changed
 
@@ -189,12 +191,12 @@ class NodeQueries(TxPart):
             by_amount.setdefault(counts[seq], []).append(seq)
         if dialect.locks_rows(self.conn) and len(seqs) > 1:  # one row: its update locks it
             for chunk in chunks(seqs):
-                self.conn.execute(_LOCK_SEQS, {"trav": traversal_id, "seqs": chunk})
+                _LOCK_SEQS.rows(self.conn, {"trav": traversal_id, "seqs": chunk})
         ready: list[NodeView] = []
         for amount, group in by_amount.items():
             for chunk in chunks(group):
-                rows = self.conn.execute(_RELEASE, {"trav": traversal_id, "seqs": chunk,
-                                                    "amount": amount, "_now": self.now})
+                rows = _RELEASE.rows(self.conn, {"trav": traversal_id, "seqs": chunk,
+                                                 "amount": amount, "_now": self.now})
                 # RETURNING gives the new values: became ready now, or was ready already?
                 ready.extend(node_view(r) for r in rows if r.state == READY and r.pending == 0)
         return sorted(ready, key=lambda n: n.seq)

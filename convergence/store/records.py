@@ -34,26 +34,28 @@ from sqlalchemy.dialects.postgresql.base import PGDialect
 
 from convergence.ports.views import RecordChange, RecordOutline, RecordValues, RecordView
 from convergence.store import dialect
+from convergence.store.lean import Lean
 from convergence.store.rows import T_RES, TxPart, chunks, keyed, record_view
 
 # The statements of every batch, built once: building one costs more than running it (a
 # look-up by key takes ~80 us to run and ~300 us to build) and a batch runs a dozen.
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
-_TOKENS = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(_IDS))
+_TOKENS_OF = select(T_RES.c.id, T_RES.c.fencing_token).where(T_RES.c.id.in_(_IDS))
+_TOKENS = Lean(_TOKENS_OF)
 # FOR UPDATE, in id order (PostgreSQL; SQLite renders no lock: one writer at a time).
-_LOCK_TOKENS = _TOKENS.order_by(T_RES.c.id).with_for_update()
+_LOCK_TOKENS = Lean(_TOKENS_OF.order_by(T_RES.c.id).with_for_update())
 _NEWEST = (keyed(T_RES.c.stack_id, bindparam("stack")),
            T_RES.c.name.in_(bindparam("names", expanding=True)), T_RES.c.replaced_by.is_(None))
-_HEADS = select(T_RES).where(*_NEWEST).order_by(T_RES.c.id)
+_HEADS = Lean(select(T_RES).where(*_NEWEST).order_by(T_RES.c.id))
 _HEAD_VALUES = select(T_RES.c.name, T_RES.c.action, T_RES.c.physical_id, T_RES.c.reference_id,
                       T_RES.c.attributes).where(*_NEWEST).order_by(T_RES.c.id)
-_CLAIM = update(T_RES).where(
+_CLAIM = Lean(update(T_RES).where(
     T_RES.c.id.in_(_IDS),
     # Nobody's (a poll watch is nobody's), or already ours. An expired lease of someone else
     # is the sweeper's to take over, which says so in an event.
     or_(T_RES.c.lease_owner.is_(None), T_RES.c.lease_owner == bindparam("owner")),
 ).values(lease_owner=bindparam("owner"), lease_expires=bindparam("until"),
-         fencing_token=T_RES.c.fencing_token + 1).returning(*T_RES.c)
+         fencing_token=T_RES.c.fencing_token + 1).returning(*T_RES.c))
 _RENEW = update(T_RES).where(
     T_RES.c.id.in_(_IDS), T_RES.c.lease_owner == bindparam("owner"),
 ).values(lease_expires=bindparam("until")).returning(T_RES.c.id)
@@ -61,7 +63,7 @@ _DELETE = delete(T_RES).where(T_RES.c.id.in_(_IDS))
 # A step that changed nothing (an update's cleanup of a record it keeps) lets its lease go.
 _LET_GO = update(T_RES).where(T_RES.c.id.in_(_IDS)).values(lease_owner=None, lease_expires=None)
 _FENCE = T_RES.c.fencing_token == bindparam("_token")
-_DELETE_FENCED = delete(T_RES).where(T_RES.c.id == bindparam("_id"), _FENCE)
+_DELETE_FENCED = Lean(delete(T_RES).where(T_RES.c.id == bindparam("_id"), _FENCE))
 # apply_many's updates, one per shape of change (the columns it sets, whether it keeps a
 # watch, and whether the statement checks the token itself): few shapes recur.
 _APPLIED: dict[tuple[tuple[str, ...], bool, bool], Any] = {}
@@ -78,6 +80,17 @@ def _applying(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Any
         where = [T_RES.c.id == bindparam("_id"), *([_FENCE] if fenced else [])]
         stmt = _APPLIED[keys, watched, fenced] = update(T_RES).where(*where).values(values)
     return stmt
+
+
+_APPLIED_LEAN: dict[tuple[tuple[str, ...], bool, bool], Lean] = {}
+
+
+def _applying_lean(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Lean:
+    """:func:`_applying` through the driver's cursor (:mod:`convergence.store.lean`)."""
+    lean = _APPLIED_LEAN.get((keys, watched, fenced))
+    if lean is None:
+        lean = _APPLIED_LEAN[keys, watched, fenced] = Lean(_applying(keys, watched, fenced))
+    return lean
 
 
 # PostgreSQL: apply_many's updates of one shape as one statement whose rows come in one JSON
@@ -153,14 +166,14 @@ class RecordQueries(TxPart):
         out: dict[int, int] = {}
         for chunk in chunks(sorted(set(ids))):
             out.update({r.id: r.fencing_token
-                        for r in self.conn.execute(_TOKENS, {"ids": chunk})})
+                        for r in _TOKENS.rows(self.conn, {"ids": chunk})})
         return out
 
     def heads(self, stack_id: str, names: Iterable[str]) -> dict[str, RecordView]:
         """The newest unreplaced record of each name."""
         out: dict[str, RecordView] = {}
         for chunk in chunks(sorted(set(names))):
-            for r in self.conn.execute(_HEADS, {"stack": stack_id, "names": chunk}):
+            for r in _HEADS.rows(self.conn, {"stack": stack_id, "names": chunk}):
                 out[r.name] = record_view(r)
         return out
 
@@ -256,7 +269,7 @@ class RecordQueries(TxPart):
         statement per chunk, for the records nobody else holds."""
         claimed: dict[int, RecordView] = {}
         for chunk in chunks(sorted(set(record_ids))):
-            rows = self.conn.execute(_CLAIM, {"ids": chunk, "owner": owner, "until": until})
+            rows = _CLAIM.rows(self.conn, {"ids": chunk, "owner": owner, "until": until})
             claimed.update({r.id: record_view(r) for r in rows})
         return claimed
 
@@ -305,7 +318,7 @@ class RecordQueries(TxPart):
         current: dict[int, int] = {}
         for chunk in chunks(ids):
             current.update({r.id: r.fencing_token
-                            for r in self.conn.execute(_LOCK_TOKENS, {"ids": chunk})})
+                            for r in _LOCK_TOKENS.rows(self.conn, {"ids": chunk})})
         valid = [c for c in changes if current.get(c.record_id) == c.token]
         deletes = sorted({c.record_id for c in valid if c.delete})
         for chunk in chunks(deletes):
@@ -335,20 +348,20 @@ class RecordQueries(TxPart):
                     self.conn.execute(_applying_rows(keys, watched),
                                       {"rows": json.dumps(chunk)})
             else:
-                self.conn.execute(_applying(keys, watched), rows)
+                _applying_lean(keys, watched).many(self.conn, rows)
         return {c.record_id for c in valid}
 
     def _apply_one(self, c: RecordChange) -> set[int]:
         """One change, written where its token is still the record's (one statement)."""
         row: dict[str, Any] = {"_id": c.record_id, "_token": c.token}
         if c.delete:
-            done = self.conn.execute(_DELETE_FENCED, row).rowcount
+            done = _DELETE_FENCED.count(self.conn, row)
         else:
             row.update(c.values, _now=self.now)
             if c.watch is not None:
                 row["_watch"] = self.now + c.watch
-            stmt = _applying(tuple(sorted(c.values)), c.watch is not None, fenced=True)
-            done = self.conn.execute(stmt, row).rowcount
+            done = _applying_lean(tuple(sorted(c.values)), c.watch is not None, fenced=True) \
+                .count(self.conn, row)
         return {c.record_id} if done == 1 else set()
 
     # abandoning and forgetting (failures, mark-unhealthy, abandon) --------------------------

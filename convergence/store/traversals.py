@@ -23,6 +23,7 @@ from convergence.ports.views import (
     TraversalView,
 )
 from convergence.store import dialect
+from convergence.store.lean import Lean
 from convergence.store.rows import (
     STACK_WITHOUT_OUTPUTS,
     T_NODE,
@@ -39,18 +40,19 @@ from convergence.store.rows import (
 # a statement costs more than running it). The stack's outputs are left out (read as null):
 # no batch reads them, and a big group's nested stack keeps a list of its members there that
 # every batch of its update would otherwise decode, a cost growing with the group.
-_TRAV_AND_STACK = select(T_TRAV, *STACK_WITHOUT_OUTPUTS) \
-    .join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id).where(T_TRAV.c.id == bindparam("trav"))
+_TRAV_AND_STACK = Lean(select(T_TRAV, *STACK_WITHOUT_OUTPUTS)
+                       .join(T_STACK, T_STACK.c.id == T_TRAV.c.stack_id)
+                       .where(T_TRAV.c.id == bindparam("trav")))
 _COUNTED = {
     "nodes_remaining": T_TRAV.c.nodes_remaining - bindparam("finished"),
     "nodes_failed": T_TRAV.c.nodes_failed + bindparam("failed"),
     "progressed_at": bindparam("_now"),
 }
-_COUNT_DONE = update(T_TRAV).where(T_TRAV.c.id == bindparam("trav")).values(_COUNTED) \
-    .returning(T_TRAV.c.nodes_remaining)
-_COUNT_FAILED = update(T_TRAV).where(T_TRAV.c.id == bindparam("trav")).values({
+_COUNT_DONE = Lean(update(T_TRAV).where(T_TRAV.c.id == bindparam("trav")).values(_COUNTED)
+                   .returning(T_TRAV.c.nodes_remaining))
+_COUNT_FAILED = Lean(update(T_TRAV).where(T_TRAV.c.id == bindparam("trav")).values({
     **_COUNTED, "failure": func.coalesce(func.nullif(T_TRAV.c.failure, ""), bindparam("why")),
-}).returning(T_TRAV.c.nodes_remaining)
+}).returning(T_TRAV.c.nodes_remaining))
 
 
 class TraversalQueries(TxPart):
@@ -69,9 +71,10 @@ class TraversalQueries(TxPart):
                             ) -> tuple[TraversalView | None, StackView | None]:
         """Both in one query: what every batch starts by reading. The stack's ``outputs``
         are not read (empty in the view)."""
-        row = self.conn.execute(_TRAV_AND_STACK, {"trav": traversal_id}).first()
-        if row is None:
+        rows = _TRAV_AND_STACK.rows(self.conn, {"trav": traversal_id})
+        if not rows:
             return None, None
+        row = rows[0]
         n = len(T_TRAV.c)
         trav = traversal_view(Row(T_TRAV, row[:n]))
         return trav, stack_view(Row(T_STACK, row[n:]))
@@ -115,8 +118,8 @@ class TraversalQueries(TxPart):
                                   "failed": failed, "_now": self.now}
         if failure:
             params["why"] = failure
-        return int(self.conn.execute(_COUNT_FAILED if failure else _COUNT_DONE, params)
-                   .scalar_one())
+        (row,) = (_COUNT_FAILED if failure else _COUNT_DONE).rows(self.conn, params)
+        return int(row.nodes_remaining)
 
     def end_traversal(self, traversal_id: str, state: str,
                       from_state: str | None = RUNNING) -> bool:
