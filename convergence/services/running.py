@@ -57,8 +57,11 @@ def abandoned(rt: Runtime, stack: StackView) -> bool:
 
 def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
                    on_progress: Callable[[StackView], None] | None = None,
-                   timeout: float | None = None, refresh: float = 0.25) -> StackView:
-    """Block until the stack's latest request finished; in embedded mode, run it here."""
+                   timeout: float | None = None, refresh: float = 0.25,
+                   poll: float = 0.1) -> StackView:
+    """Block until the stack's latest request finished; in embedded mode, run it here.
+    Another process running it: the stack is read every ``refresh`` seconds at most, the
+    clock looked at every ``poll`` seconds."""
     deadline = rt.clock.now() + timeout if timeout else None
     seen = {"finishes": -1, "at": 0.0}
 
@@ -83,7 +86,7 @@ def wait_for_stack(rt: Runtime, tenant: str, stack_id: str,
         inprocess.run(until=finished)
     else:
         while not finished():
-            rt.clock.sleep_until(rt.clock.now() + 0.1)
+            rt.clock.sleep_until(rt.clock.now() + poll)
     return get_stack(rt, tenant, stack_id)
 
 
