@@ -52,13 +52,13 @@ _INSERT = Lean(insert(T_EVENT).values({c: bindparam(c) for c in (
 # back as a table in their order (ids are handed out in it: id order is the ledger's order).
 # SQLAlchemy's multi-row VALUES binds six parameters an event, built and bound in Python: a
 # fifth of a worker's time on a wide stack.
-_INSERT_ROWS = text(
+_INSERT_ROWS = Lean(text(
     "INSERT INTO events (stack_id, traversal_id, generation, created_at, resource_name, "
     "physical_resource_id, resource_type, action, status, reason) "
     "SELECT :stack, :trav, :gen, :now, x.n, x.p, x.t, x.a, x.s, x.r "
     "FROM ROWS FROM (json_to_recordset(CAST(:rows AS json)) "
     "AS (n text, p text, t text, a text, s text, r text)) WITH ORDINALITY "
-    "AS x(n, p, t, a, s, r, i) ORDER BY x.i")
+    "AS x(n, p, t, a, s, r, i) ORDER BY x.i"))
 
 
 class EventQueries(TxPart):
@@ -68,7 +68,7 @@ class EventQueries(TxPart):
             return
         if len(events) > 1 and dialect.is_postgres(self.conn):
             for part in chunks(events, 1000):
-                self.conn.execute(_INSERT_ROWS, {
+                _INSERT_ROWS.count(self.conn, {
                     "stack": stack_id, "trav": traversal_id, "gen": generation,
                     "now": self.now, "rows": json.dumps([
                         {"n": e.resource_name, "p": e.physical_resource_id,

@@ -20,7 +20,6 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BindParameter,
-    TextClause,
     bindparam,
     delete,
     func,
@@ -59,9 +58,10 @@ _CLAIM = Lean(update(T_RES).where(
 _RENEW = update(T_RES).where(
     T_RES.c.id.in_(_IDS), T_RES.c.lease_owner == bindparam("owner"),
 ).values(lease_expires=bindparam("until")).returning(T_RES.c.id)
-_DELETE = delete(T_RES).where(T_RES.c.id.in_(_IDS))
+_DELETE = Lean(delete(T_RES).where(T_RES.c.id.in_(_IDS)))
 # A step that changed nothing (an update's cleanup of a record it keeps) lets its lease go.
-_LET_GO = update(T_RES).where(T_RES.c.id.in_(_IDS)).values(lease_owner=None, lease_expires=None)
+_LET_GO = Lean(update(T_RES).where(T_RES.c.id.in_(_IDS))
+               .values(lease_owner=None, lease_expires=None))
 _FENCE = T_RES.c.fencing_token == bindparam("_token")
 _DELETE_FENCED = Lean(delete(T_RES).where(T_RES.c.id == bindparam("_id"), _FENCE))
 # apply_many's updates, one per shape of change (the columns it sets, whether it keeps a
@@ -95,10 +95,10 @@ def _applying_lean(keys: tuple[str, ...], watched: bool, fenced: bool = False) -
 
 # PostgreSQL: apply_many's updates of one shape as one statement whose rows come in one JSON
 # parameter (see ``_applying_rows``), by shape.
-_APPLIED_ROWS: dict[tuple[tuple[str, ...], bool], TextClause] = {}
+_APPLIED_ROWS: dict[tuple[tuple[str, ...], bool], Lean] = {}
 
 
-def _applying_rows(keys: tuple[str, ...], watched: bool) -> TextClause:
+def _applying_rows(keys: tuple[str, ...], watched: bool) -> Lean:
     """One UPDATE for every change of a shape, on PostgreSQL: the rows are sent as one JSON
     array and read back as a table (``json_to_recordset``). As an ``executemany`` each row
     was an UPDATE of its own, formatted by the driver in Python and parsed and planned by the
@@ -118,10 +118,10 @@ def _applying_rows(keys: tuple[str, ...], watched: bool) -> TextClause:
             sets.append("updated_at = x._now")
         columns = ", ".join(["_id bigint", "_now double precision", "_watch double precision",
                              *(f'"{k}" {t}' for k, t in types.items())])
-        stmt = _APPLIED_ROWS[keys, watched] = text(
+        stmt = _APPLIED_ROWS[keys, watched] = Lean(text(
             f"UPDATE resources SET {', '.join(sets)} "
             f"FROM json_to_recordset(CAST(:rows AS json)) AS x({columns}) "
-            "WHERE resources.id = x._id")
+            "WHERE resources.id = x._id"))
     return stmt
 
 
@@ -322,11 +322,11 @@ class RecordQueries(TxPart):
         valid = [c for c in changes if current.get(c.record_id) == c.token]
         deletes = sorted({c.record_id for c in valid if c.delete})
         for chunk in chunks(deletes):
-            self.conn.execute(_DELETE, {"ids": chunk})
+            _DELETE.count(self.conn, {"ids": chunk})
         let_go = sorted({c.record_id for c in valid
                          if not c.delete and not c.values and c.watch is None})
         for chunk in chunks(let_go):
-            self.conn.execute(_LET_GO, {"ids": chunk})
+            _LET_GO.count(self.conn, {"ids": chunk})
         shapes: dict[tuple[tuple[str, ...], bool], list[dict[str, Any]]] = {}
         now = self.now
         for c in valid:
@@ -345,8 +345,7 @@ class RecordQueries(TxPart):
                     for k in json_keys:
                         row[k] = json.dumps(row[k])
                 for chunk in chunks(rows):
-                    self.conn.execute(_applying_rows(keys, watched),
-                                      {"rows": json.dumps(chunk)})
+                    _applying_rows(keys, watched).count(self.conn, {"rows": json.dumps(chunk)})
             else:
                 _applying_lean(keys, watched).many(self.conn, rows)
         return {c.record_id for c in valid}
