@@ -1,6 +1,7 @@
 """Statements run at every hop of a traversal, sent to the database through the driver's cursor.
 
-Callers: the aggregates whose statements a batch runs (``nodes``, ``records``, ``traversals``).
+Callers: the aggregates whose statements a batch runs (``nodes``, ``records``, ``traversals``,
+``events``).
 SQLAlchemy's ``Connection.execute`` of a statement built once costs about 60 us around the
 driver's own work (binding the parameters, rendering an IN list's placeholders, building the
 result and its rows), where the driver takes 6 us to look up a row by key on SQLite; a hop of
@@ -118,11 +119,12 @@ class Lean:
                 cursor.execute(sql, args)
             else:
                 cursor.executemany(sql, args)
-        except Exception as exc:
+        except BaseException as exc:
             if cursor is not None:
                 cursor.close()
             # As SQLAlchemy's own execute does: wrapped, and the connection invalidated when
-            # the database dropped it (so that the pool replaces it).
+            # the database dropped it or the process is being stopped mid-statement (so that
+            # the pool replaces it).
             conn._handle_dbapi_exception(exc, sql, args, cursor, None)
         return form, cursor
 
@@ -151,9 +153,11 @@ class Lean:
         if columns is None:
             columns = self._columns[dialect.name] = [
                 c.type for c in self.stmt.exported_columns]  # type: ignore[attr-defined]
+        processors = [t.dialect_impl(dialect).result_processor(dialect, d[1])
+                      for t, d in zip(columns, description, strict=True)]
+        # The row class last: another thread that finds it set finds the processors too.
+        form.processors = processors
         form.row = namedtuple("Row", [d[0] for d in description], rename=True)  # type: ignore[misc]
-        form.processors = [t.dialect_impl(dialect).result_processor(dialect, d[1])
-                           for t, d in zip(columns, description, strict=True)]
 
 
 def _key(name: str) -> _Getter:
