@@ -6,7 +6,9 @@ SQLAlchemy's ``Connection.execute`` of a statement built once costs about 60 us 
 driver's own work (binding the parameters, rendering an IN list's placeholders, building the
 result and its rows), where the driver takes 6 us to look up a row by key on SQLite; a hop of
 a chain runs ten such statements. A :class:`Lean` statement is compiled by SQLAlchemy once per
-database and length of its IN lists; each run then puts the parameters in the order that
+database and size of its IN lists (a power of two: a shorter list is filled up with its last
+value, which an IN does not mind, so a statement has a dozen forms, not one per length up to
+the store's chunk of 500); each run then puts the parameters in the order that
 compilation found, converts the values SQLAlchemy would convert (the column types' own bind
 and result processors: JSON text, SQLite's booleans), and makes rows of plain tuples that
 have the columns' names. What SQLAlchemy does around a statement that the rest of the store
@@ -99,7 +101,7 @@ class Lean:
             expanding = self._expanding[dialect.name] = tuple(
                 k for k, b in _compiled(self.stmt, dialect).binds.items()
                 if b.expanding and b.required)  # not a literal list of the statement's
-        key = (dialect.name, tuple(len(params[k]) for k in expanding))
+        key = (dialect.name, tuple(_size(len(params[k])) for k in expanding))
         form = self._forms.get(key)
         if form is None:
             form = self._forms[key] = self._compile(dialect, params, expanding)
@@ -131,7 +133,9 @@ class Lean:
     def _compile(self, dialect: Dialect, params: Mapping[str, Any],
                  expanding: tuple[str, ...]) -> _Form:
         compiled = _compiled(self.stmt, dialect)
-        state = compiled.construct_expanded_state(dict(params))
+        state = compiled.construct_expanded_state(
+            {**params, **{k: [params[k][0]] * _size(len(params[k])) for k in expanding
+                          if params[k]}})
         binds = compiled.binds
         getters: list[tuple[str, _Getter]] = []
         names = state.positiontup if state.positiontup is not None else list(state.parameters)
@@ -175,7 +179,18 @@ def _constant(value: Any) -> _Getter:
 
 
 def _item(name: str, index: int) -> _Getter:
-    return lambda params: params[name][index]
+    """The list's ``index``-th value; past its end, its last (see :func:`_size`)."""
+
+    def get(params: Mapping[str, Any]) -> Any:
+        values = params[name]
+        return values[index] if index < len(values) else values[-1]
+
+    return get
+
+
+def _size(length: int) -> int:
+    """The size of IN list a list of ``length`` values is sent as: a power of two."""
+    return 1 << (length - 1).bit_length() if length else 0
 
 
 def _processed(dialect: Dialect, bind: Any, get: _Getter) -> _Getter:

@@ -63,6 +63,11 @@ def test_rows_are_sqlalchemys_own_whatever_the_in_lists_length(store: Store) -> 
         assert (seven.successors, seven.woken, seven.wake_at, seven.name) == \
             ([21, -20], True, 30.0, "r'20é")
         assert lean.rows(tx.conn, {"trav": "other", "seqs": [1, 2]}) == []
+        for n in range(1, 41):  # IN lists of every length up to 40: sent as 1 to 64
+            got = lean.rows(tx.conn, {"trav": "t1", "seqs": list(range(n, 0, -1))})
+            assert [r.seq for r in got] == list(range(1, n + 1))
+    # A form per size of IN list, not per length: a worker's statements stay a few.
+    assert len(lean._forms) == 7
 
 
 def test_changes_are_written_with_their_values_converted(store: Store) -> None:
