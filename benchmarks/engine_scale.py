@@ -94,12 +94,13 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
     stats_dir = os.environ.get("CONVERGENCE_STATS_DIR")
     results = []
     for i, phase in enumerate(phases):
-        if i and os.environ.get("CONVERGENCE_BENCH_ANALYZE") and rt.store.engine.dialect.name \
-                == "postgresql":
-            # As autovacuum would have by then: figures taken before the phase's traversal.
+        analyze = os.environ.get("CONVERGENCE_BENCH_ANALYZE")
+        if i and analyze and rt.store.engine.dialect.name == "postgresql":
+            # As autovacuum would have by then: figures taken before the phase's traversal
+            # (and with "vacuum" the dead versions the phase before left cleared away).
             with rt.store.engine.connect() as conn:
-                conn.exec_driver_sql("ANALYZE")
-                conn.commit()
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.exec_driver_sql("VACUUM ANALYZE" if analyze == "vacuum" else "ANALYZE")
         counter.reset()
         before = _worker_figures(stats_dir)
         counting.messages = 1  # the request's own message
@@ -191,13 +192,15 @@ def _counted(execute: Any, counting: Counting) -> Any:
 
 
 def measure(n: int, shape: str, mode: str, workers: int = 2,
-            phases: tuple[str, ...] = PHASES, analyze: bool = False) -> dict[str, Any]:
+            phases: tuple[str, ...] = PHASES, analyze: bool = False,
+            vacuum: bool = False) -> dict[str, Any]:
     """One stack of ``n`` resources in ``shape`` created, updated and deleted (``phases``:
     the first of them, in that order) in a fresh process on a fresh database
     (``distributed``: PostgreSQL, Redis and ``workers`` worker processes); returns the
     phases' figures and the peak memory (MiB) of every process. ``analyze``: PostgreSQL's
     figures are taken (ANALYZE) before each phase after the first, as autovacuum would on a
-    live database; untimed. Without it, the benchmark's databases are never analysed."""
+    live database; untimed. Without it, the benchmark's databases are never analysed.
+    ``vacuum``: VACUUM ANALYZE instead (the dead row versions cleared as well)."""
     phases = tuple(p for p in PHASES if p in phases)
     with tempfile.TemporaryDirectory() as folder:
         cluster = None
@@ -215,7 +218,8 @@ def measure(n: int, shape: str, mode: str, workers: int = 2,
                 check=True, capture_output=True, text=True,
                 env={**os.environ, "PYTHONPATH": os.getcwd(),
                      **({"CONVERGENCE_STATS_DIR": str(cluster.stats)} if cluster else {}),
-                     **({"CONVERGENCE_BENCH_ANALYZE": "1"} if analyze else {})},
+                     **({"CONVERGENCE_BENCH_ANALYZE": "vacuum" if vacuum else "1"}
+                        if analyze or vacuum else {})},
             ).stdout
             report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
             report["peaks"] = [report["peak_mib"], *(cluster.peaks() if cluster else [])]

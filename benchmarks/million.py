@@ -6,6 +6,7 @@ whether the cost per resource stays flat; one run prints it all.
     python benchmarks/million.py --sizes --chain 1000           # hop latency only
     python benchmarks/million.py --sizes 1000000 --shapes layered --phases create
     python benchmarks/million.py --modes distributed --analyze  # PostgreSQL analysed
+    python benchmarks/million.py --modes distributed --vacuum   # ... and vacuumed
 
 Each size, shape and tier runs in a fresh process on a fresh database
 (:func:`engine_scale.measure`): the embedded tier on SQLite in the process itself, the
@@ -49,6 +50,9 @@ def main() -> None:
     parser.add_argument("--analyze", action="store_true",
                         help="PostgreSQL: ANALYZE before each phase after the first, as "
                              "autovacuum would (untimed)")
+    parser.add_argument("--vacuum", action="store_true",
+                        help="PostgreSQL: VACUUM ANALYZE before each phase after the first, as "
+                             "autovacuum would (untimed)")
     parser.add_argument("--chain", type=int, default=1000,
                         help="the length of the chain timed hop by hop (0: none)")
     args = parser.parse_args()
@@ -62,7 +66,7 @@ def main() -> None:
         for shape in args.shapes:
             for n in args.sizes:
                 report = measure(n, shape, mode, args.workers, tuple(args.phases),
-                                 args.analyze)
+                                 args.analyze, args.vacuum)
                 peaks = "/".join(f"{p:.0f}" for p in report["peaks"])
                 for r in report["results"]:
                     figures[mode, shape, n, r["phase"]] = r["wall"]
