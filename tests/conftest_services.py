@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
 import pytest
+import sqlalchemy as sa
 from psycopg2 import errors, sql
 
 from convergence.store.migrate import upgrade
@@ -222,3 +223,15 @@ def drop_postgres_database(dbname: str) -> None:
                            .format(sql.Identifier(dbname)))
     finally:
         connection.close()
+
+
+def terminate_session(url: str | sa.URL, pid: int) -> None:
+    """Cut PostgreSQL session ``pid`` (of the database at ``url``) from the server's side, as a
+    restart or a failover does, through a connection of its own, and wait until it is gone."""
+    other = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with other.connect() as connection:
+            assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"),
+                                      {"pid": pid}).scalar_one()
+    finally:
+        other.dispose()

@@ -65,11 +65,12 @@ _LET_GO = Lean(update(T_RES).where(T_RES.c.id.in_(_IDS))
 _FENCE = T_RES.c.fencing_token == bindparam("_token")
 _DELETE_FENCED = Lean(delete(T_RES).where(T_RES.c.id == bindparam("_id"), _FENCE))
 # apply_many's updates, one per shape of change (the columns it sets, whether it keeps a
-# watch, and whether the statement checks the token itself): few shapes recur.
-_APPLIED: dict[tuple[tuple[str, ...], bool, bool], Any] = {}
+# watch, and whether the statement checks the token itself): few shapes recur. Run through
+# the driver's cursor (:mod:`convergence.store.lean`).
+_APPLIED: dict[tuple[tuple[str, ...], bool, bool], Lean] = {}
 
 
-def _applying(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Any:
+def _applying(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Lean:
     stmt = _APPLIED.get((keys, watched, fenced))
     if stmt is None:
         values: dict[str, Any] = {k: bindparam(k) for k in keys}
@@ -78,19 +79,9 @@ def _applying(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Any
         if keys:  # only releasing the lease is not a change of the resource
             values["updated_at"] = bindparam("_now")
         where = [T_RES.c.id == bindparam("_id"), *([_FENCE] if fenced else [])]
-        stmt = _APPLIED[keys, watched, fenced] = update(T_RES).where(*where).values(values)
+        stmt = _APPLIED[keys, watched, fenced] = Lean(
+            update(T_RES).where(*where).values(values))
     return stmt
-
-
-_APPLIED_LEAN: dict[tuple[tuple[str, ...], bool, bool], Lean] = {}
-
-
-def _applying_lean(keys: tuple[str, ...], watched: bool, fenced: bool = False) -> Lean:
-    """:func:`_applying` through the driver's cursor (:mod:`convergence.store.lean`)."""
-    lean = _APPLIED_LEAN.get((keys, watched, fenced))
-    if lean is None:
-        lean = _APPLIED_LEAN[keys, watched, fenced] = Lean(_applying(keys, watched, fenced))
-    return lean
 
 
 # PostgreSQL: apply_many's updates of one shape as one statement whose rows come in one JSON
@@ -347,7 +338,7 @@ class RecordQueries(TxPart):
                 for chunk in chunks(rows):
                     _applying_rows(keys, watched).count(self.conn, {"rows": json.dumps(chunk)})
             else:
-                _applying_lean(keys, watched).many(self.conn, rows)
+                _applying(keys, watched).many(self.conn, rows)
         return {c.record_id for c in valid}
 
     def _apply_one(self, c: RecordChange) -> set[int]:
@@ -359,7 +350,7 @@ class RecordQueries(TxPart):
             row.update(c.values, _now=self.now)
             if c.watch is not None:
                 row["_watch"] = self.now + c.watch
-            done = _applying_lean(tuple(sorted(c.values)), c.watch is not None, fenced=True) \
+            done = _applying(tuple(sorted(c.values)), c.watch is not None, fenced=True) \
                 .count(self.conn, row)
         return {c.record_id} if done == 1 else set()
 

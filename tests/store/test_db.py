@@ -25,7 +25,7 @@ from convergence.store.migrate import upgrade
 from convergence.store.models import TemplateRow
 from convergence.store.transactions import Store
 from tests import conftest_services
-from tests.conftest_services import postgres_url, reset_postgres_schema
+from tests.conftest_services import postgres_url, reset_postgres_schema, terminate_session
 
 PG_DATABASE = "convergence_test_store"
 
@@ -232,23 +232,11 @@ def _backend(engine: sa.Engine) -> int:
         return int(connection.execute(sa.select(sa.func.pg_backend_pid())).scalar_one())
 
 
-def _terminate(engine: sa.Engine, pid: int) -> None:
-    """Cut session ``pid`` of ``engine``'s pool from the server's side (as a restart or a
-    failover does), through a connection of its own, and wait until it is gone."""
-    other = sa.create_engine(engine.url, poolclass=sa.NullPool)
-    try:
-        with other.connect() as connection:
-            assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"),
-                                      {"pid": pid}).scalar_one()
-    finally:
-        other.dispose()
-
-
 def test_postgresql_a_connection_idle_past_the_window_is_tested_and_replaced(
         pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 0.0)  # any idle time is past it
     before = _backend(pg_engine)
-    _terminate(pg_engine, before)
+    terminate_session(pg_engine.url, before)
     after = _backend(pg_engine)  # no error: the test found it dead and it was replaced
     assert after != before
 
@@ -259,7 +247,7 @@ def test_postgresql_a_connection_given_back_within_the_window_is_used_untested(
     # spent on testing it), the pool replaces it, and the next use gets a new one.
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)
     before = _backend(pg_engine)
-    _terminate(pg_engine, before)
+    terminate_session(pg_engine.url, before)
     with pytest.raises(sa.exc.OperationalError) as failed:
         _backend(pg_engine)
     assert failed.value.connection_invalidated

@@ -15,6 +15,7 @@ from convergence.store.lean import Lean
 from convergence.store.metrics import StatementCounter
 from convergence.store.rows import T_NODE, T_RES, T_STACK, T_TRAV
 from convergence.store.transactions import Store
+from tests.conftest_services import terminate_session
 from tests.store.conftest import on_database
 
 _SEQS = T_NODE.c.seq.in_(bindparam("seqs", expanding=True))
@@ -123,13 +124,7 @@ def test_postgresql_a_dropped_connection_is_invalidated_and_replaced(store: Stor
     lean = Lean(select(T_RES.c.id).where(T_RES.c.id.in_(bindparam("ids", expanding=True))))
     with store.engine.connect() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-        other = sa.create_engine(store.engine.url, poolclass=sa.NullPool)
-        try:
-            with other.connect() as cutting:
-                assert cutting.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"),
-                                       {"pid": pid}).scalar_one()
-        finally:
-            other.dispose()
+        terminate_session(store.engine.url, pid)
         with pytest.raises(sa.exc.OperationalError) as failed:
             lean.rows(conn, {"ids": [1]})
         assert failed.value.connection_invalidated
