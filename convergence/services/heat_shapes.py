@@ -27,6 +27,8 @@ from convergence.template.constraints import (
 )
 from convergence.template.parameters import NO_DEFAULT
 
+HIDDEN = "******"  # what Heat shows of a hidden parameter's value
+
 _HEAT_TYPES = {
     "string": "String", "number": "Number", "comma_delimited_list": "CommaDelimitedList",
     "json": "Json", "boolean": "Boolean",
@@ -45,7 +47,7 @@ def describe_parameter(p: ParameterSchema, defaults: Mapping[str, Any]) -> dict[
     }
     default = defaults.get(p.name, p.default)
     if default is not NO_DEFAULT:
-        out["Default"] = "******" if p.hidden else default
+        out["Default"] = HIDDEN if p.hidden else default
     if p.immutable:
         out["Immutable"] = True
     if p.tags:
@@ -86,9 +88,37 @@ _ENV_SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "event
                  "encrypted_param_names")
 
 
-def merged_environment(content: TemplateContent | None) -> dict[str, Any]:
+def hidden_parameters(content: TemplateContent) -> frozenset[str]:
+    """The names of the parameters declared ``hidden`` by the stack's template or by a
+    template among its files (a nested stack's), as Heat's ``all_param_schemata``."""
+    hidden: set[str] = set()
+    for text in (content.text, *content.files.values()):
+        doc = _parsed(text)
+        params = doc.get("parameters") if doc else None
+        if isinstance(params, Mapping):
+            hidden.update(str(name) for name, schema in params.items()
+                          if isinstance(schema, Mapping) and schema.get("hidden") is True)
+    return frozenset(hidden)
+
+
+def _parsed(text: str) -> Mapping[str, Any] | None:
+    """A file's text as a template document; None when it is not one."""
+    if "heat_template_version" not in text and "HeatTemplateFormatVersion" not in text:
+        return None  # a script or a config file, not worth a parse
+    try:
+        doc = load_document(text, "template")
+    except TemplateError:
+        return None
+    return doc if isinstance(doc, Mapping) else None
+
+
+def merged_environment(content: TemplateContent | None, *, masked: bool = True
+                       ) -> dict[str, Any]:
     """The stack's environments merged in order (later ones win), the stack's parameters on
-    top, in Heat's shape: every section present."""
+    top, in Heat's shape: every section present. The value of a hidden parameter is masked
+    in ``parameters`` and ``parameter_defaults``, as Heat's answer masks it: this is what a
+    reader of the stack is shown, never what the engine runs with. The export blob, which
+    adopt takes back, carries the values (``masked`` False), as Heat's abandon does."""
     env: dict[str, Any] = {"parameters": {}, "parameter_defaults": {},
                            "resource_registry": {"resources": {}}, "event_sinks": [],
                            "encrypted_param_names": []}
@@ -112,6 +142,10 @@ def merged_environment(content: TemplateContent | None) -> dict[str, Any]:
             elif isinstance(value, list):
                 env[section].extend(v for v in value if v not in env[section])
     env["parameters"].update(content.parameters)
+    for name in hidden_parameters(content) if masked else ():
+        for section in ("parameters", "parameter_defaults"):
+            if name in env[section]:
+                env[section][name] = HIDDEN
     return env
 
 
@@ -155,7 +189,7 @@ def export_blob(stack: StackView, content: TemplateContent | None,
     return {
         "id": stack.id, "name": stack.name, "action": stack.action, "status": stack.status,
         "project_id": stack.tenant, "stack_user_project_id": None, "tags": None,
-        "template": template_document(content), "environment": merged_environment(content),
+        "template": template_document(content), "environment": merged_environment(content, masked=False),
         "files": dict(content.files) if content is not None else {},
         "resources": {r.name: {"name": r.name, "type": r.type, "action": r.action,
                                "status": r.status, "resource_id": r.physical_id,

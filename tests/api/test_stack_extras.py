@@ -98,6 +98,37 @@ def test_environment_and_files(client: TestClient, rt: Runtime) -> None:
     assert r.status_code == 302 and r.headers["location"].endswith(f"/web/{sid}/files")
 
 
+HIDDEN_TEMPLATE: dict[str, Any] = {
+    "heat_template_version": "2018-08-31",
+    "parameters": {"db_password": {"type": "string", "hidden": True},
+                   "shown": {"type": "string"}},
+    "resources": {"nested": {"type": "inner.yaml"}},
+}
+INNER = ("heat_template_version: 2018-08-31\nparameters:\n  inner_secret:\n"
+         "    type: string\n    hidden: true\n    default: d\n")
+
+
+def test_environment_masks_hidden_parameters_as_heat(client: TestClient, rt: Runtime) -> None:
+    """Hidden values (of the template's parameters and a nested template's) are masked in
+    the environment, whether given as parameters or parameter_defaults; export keeps them."""
+    env_file = "parameter_defaults:\n  inner_secret: nested-s3cret\n  shown: default\n"
+    sid = _created(client, rt, template=HIDDEN_TEMPLATE,
+                   files={"inner.yaml": INNER, "env.yaml": env_file},
+                   environment_files=["env.yaml"],
+                   parameters={"db_password": "s3cret-pw", "shown": "visible"})
+    url = f"{BASE}/stacks/web/{sid}"
+    r = client.get(f"{url}/environment")
+    assert r.status_code == 200
+    env = r.json()
+    assert env["parameters"] == {"db_password": "******", "shown": "visible"}
+    assert env["parameter_defaults"] == {"inner_secret": "******", "shown": "default"}
+    assert "s3cret" not in r.text
+    shown = client.get(url).json()["stack"]["parameters"]
+    assert shown["db_password"] == "******" and shown["shown"] == "visible"
+    exported = client.get(f"{url}/export").json()["environment"]
+    assert exported["parameters"]["db_password"] == "s3cret-pw"
+
+
 def test_export_then_abandon_keeps_the_physical_resources(client: TestClient,
                                                           rt: Runtime) -> None:
     sid = _created(client, rt, template=WITH_METADATA)
