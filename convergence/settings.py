@@ -36,6 +36,12 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
 ``CONVERGENCE_WEBHOOK_BACKOFF_SECONDS`` webhooks: first retry delay (doubles); default 1
 ``CONVERGENCE_WEBHOOK_MAX_ATTEMPTS`` webhooks: attempts before a delivery is given up; default 8
+``CONVERGENCE_WEBHOOK_ALLOWED_NETWORKS`` webhooks: comma-separated CIDRs the operator trusts
+                              deliveries to reach although they are loopback, private,
+                              link-local or otherwise not global (e.g. 10.20.0.0/16); default
+                              none (``services.webhook_destinations``)
+``CONVERGENCE_MAX_SUBSCRIPTIONS_PER_TENANT`` webhooks: the most subscriptions a tenant may
+                              hold (default 100; 0: no limit)
 ``CONVERGENCE_PUBLIC_URL``    the API's address as servers and alarms reach it: every signal URL
                               names it (default http://127.0.0.1:8004; ``convergence api``: the
                               address it serves on)
@@ -47,6 +53,7 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -98,6 +105,11 @@ class Settings:
     # doubling each time, and how many attempts before giving up.
     webhook_backoff_seconds: float = 1.0
     webhook_max_attempts: int = 8
+    # Networks (CIDRs) deliveries may reach although they are not global (loopback, private,
+    # link-local...: convergence.services.webhook_destinations), and how many subscriptions
+    # a tenant may hold (0: no limit).
+    webhook_allowed_networks: tuple[str, ...] = ()
+    max_subscriptions_per_tenant: int = 100
     # Worker heartbeats (convergence.workers.heartbeat): a worker is up while its last
     # heartbeat is younger than three of these.
     heartbeat_seconds: float = 5.0
@@ -152,6 +164,20 @@ def flag(name: str, value: str | None) -> bool:
     raise ValueError(f"{_PREFIX}{name} must be true or false, not {value!r}")
 
 
+def cidrs(name: str, value: str | None) -> tuple[str, ...]:
+    """A comma-separated list of networks (10.0.0.0/8, fd00::/8; a bare address is its own
+    network), each checked and normalized (host bits cleared)."""
+    found = []
+    for item in (value or "").split(","):
+        if item.strip():
+            try:
+                found.append(str(ipaddress.ip_network(item.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(f"{_PREFIX}{name} must be comma-separated networks "
+                                 f"(CIDRs), not {item.strip()!r}") from None
+    return tuple(found)
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
 
@@ -185,6 +211,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
                            if c.strip()),
         webhook_backoff_seconds=float(get("WEBHOOK_BACKOFF_SECONDS") or 1.0),
         webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
+        webhook_allowed_networks=cidrs("WEBHOOK_ALLOWED_NETWORKS",
+                                       get("WEBHOOK_ALLOWED_NETWORKS")),
+        max_subscriptions_per_tenant=int(get("MAX_SUBSCRIPTIONS_PER_TENANT") or 100),
         heartbeat_seconds=float(get("HEARTBEAT_SECONDS") or 5.0),
         shutdown_grace_seconds=float(get("SHUTDOWN_GRACE_SECONDS") or 10.0),
         stats_dir=get("STATS_DIR"),
