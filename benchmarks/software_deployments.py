@@ -5,7 +5,8 @@
                                               [--redis-db 8]
 
 Starts ``convergence simcloud`` as a process (builds instant, its quotas raised by a seed, its
-software-configuration agent polling every ``--poll`` seconds), a PostgreSQL database of its
+software-configuration agent polling every ``--poll`` seconds and executing the script configs,
+``--execute-scripts``, which it does not by default), a PostgreSQL database of its
 own and a Redis db (``benchmarks/distributed.py``; the index is ``--redis-db``, not one the
 integration tests claim), ``--workers`` worker processes and an API process, both told the
 API's address as ``CONVERGENCE_PUBLIC_URL`` (the servers' agents poll and signal its signed
@@ -327,7 +328,7 @@ def main() -> None:
                         f"ram: {n * 2048}}}\nnetwork_quota: {{port: {n * 3}}}\n")
         cloud, control, env = start_simcloud(
             folder, free_port(), ["--build-seconds", "0", "--agent-poll-interval",
-                                  str(args.poll), "--seed", str(seed)])
+                                  str(args.poll), "--seed", str(seed), "--execute-scripts"])
         api_port = free_port()
         api_url = f"http://127.0.0.1:{api_port}"
         env = {**env, "CONVERGENCE_PUBLIC_URL": api_url}

@@ -9,19 +9,38 @@ long a server stays in BUILD (``--flavor-build-seconds`` per flavor), ``--volume
 long Cinder's phases take (for all volumes or per size). The cloud's software-configuration
 agent (Heat software deployments on the servers that ask for it) polls every
 ``--agent-poll-interval`` seconds; ``--no-agent`` starts it disabled (``PUT /_sim/agent``
-enables it). Once listening it prints a ``clouds.yaml`` entry named ``simcloud`` (region
-``RegionOne``) for the admin user.
+enables it). The agent executes nothing unless told: a ``script`` config's run is simulated
+(it succeeds, says so, and its outputs are derived from its inputs). ``--execute-scripts``
+executes them on this host, logged as a warning at start, confined by
+``convergence.simcloud.agent_scripts``: as ``--script-user`` (default ``nobody``) when the
+command runs as root, never as root, for at most ``--script-timeout`` seconds, sending back at
+most ``--script-output-limit`` bytes per stream.
+
+Like ``convergence api`` without authentication, it listens on loopback addresses only unless
+told otherwise (``--allow-remote``): its users and passwords are the seed's (``admin``/``admin``
+by default) and its ``/_sim/`` control plane changes anything. Served elsewhere, ``/_sim/``
+wants a control token (``--control-token`` or ``CONVERGENCE_SIMCLOUD_CONTROL_TOKEN``; else one
+is generated and printed on stderr), sent as ``X-Sim-Control-Token`` (``SimControl(url,
+token=...)``). Once listening it prints a ``clouds.yaml`` entry named ``simcloud`` (region
+``RegionOne``) for the admin user on stdout, and nothing else: its messages and uvicorn's
+access log go to stderr.
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
 import sys
 from pathlib import Path
 
 import click
 
+from convergence.cli.api_cmd import is_loopback
+
 STARTUP_FAILURE = 3  # as ``convergence api``: the server could not start (port in use)
 VOLUME_PHASES = ("create", "attach", "detach", "delete", "snapshot")
+CONTROL_TOKEN_ENV = "CONVERGENCE_SIMCLOUD_CONTROL_TOKEN"
+log = logging.getLogger(__name__)
 
 
 def _timing(option: str, text: str) -> tuple[str, float]:
@@ -64,17 +83,58 @@ def _timing(option: str, text: str) -> tuple[str, float]:
                    "(unless the server says).")
 @click.option("--no-agent", is_flag=True,
               help="Start with the software-configuration agent disabled.")
+@click.option("--execute-scripts", is_flag=True,
+              help="Execute the 'script' software configs of deployments on this host (as "
+                   "--script-user when run as root). Without it their runs are simulated.")
+@click.option("--script-user", default="nobody", show_default=True, metavar="USER",
+              help="The account executed scripts run as when this command runs as root.")
+@click.option("--script-timeout", default=600.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="An executed script's time limit (then it is killed and fails).")
+@click.option("--script-output-limit", default=1 << 20, show_default=True,
+              type=click.IntRange(min=1), metavar="BYTES",
+              help="The bytes of an executed script's stdout, of its stderr and of its "
+                   "outputs together that are sent back.")
+@click.option("--allow-remote", is_flag=True,
+              help="Listen on an address other than loopback (anyone who reaches it can use "
+                   "the seed's users; /_sim/ then wants the control token).")
+@click.option("--control-token", envvar=CONTROL_TOKEN_ENV, default=None, metavar="TOKEN",
+              help="The token /_sim/ wants in X-Sim-Control-Token (generated when serving "
+                   f"off loopback without one); also {CONTROL_TOKEN_ENV}.")
 def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | None,
              build_seconds: float, flavor_build: tuple[str, ...],
              server_delete_seconds: float, volume_seconds: tuple[str, ...],
-             token_lifetime: float, agent_poll_interval: float, no_agent: bool) -> None:
+             token_lifetime: float, agent_poll_interval: float, no_agent: bool,
+             execute_scripts: bool, script_user: str, script_timeout: float,
+             script_output_limit: int, allow_remote: bool,
+             control_token: str | None) -> None:
     """Serve a simulated OpenStack cloud (Keystone, Nova, Neutron, Cinder, Glance) that
     openstacksdk and the openstack CLI accept; faults are set under /_sim/."""
+    remote = not is_loopback(host)
+    if remote and not allow_remote:
+        raise click.UsageError(
+            f"refusing to listen on {host}: anyone who reaches this address could sign in as "
+            "the seed's users (admin/admin by default) and change the cloud through /_sim/. "
+            "Listen on a loopback address (127.0.0.1, ::1, localhost), or pass "
+            "--allow-remote to serve it anyway (/_sim/ then wants a control token).")
+
     import yaml
 
+    from convergence.simcloud.agent_scripts import run_as
+    from convergence.simcloud.control_auth import HEADER
     from convergence.simcloud.seed import Seed, seed_from_mapping
     from convergence.simcloud.serve import clouds_yaml, serve
     from convergence.simcloud.state import Options, SimCloud
+
+    account = None
+    if execute_scripts:
+        try:
+            account = run_as(script_user)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--script-user") from None
+    generated = remote and not control_token
+    if generated:
+        control_token = secrets.token_urlsafe(24)
 
     seed = Seed()
     if seed_file is not None:
@@ -84,7 +144,11 @@ def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | No
             raise click.UsageError(f"{seed_file}: not a seed: {exc}") from None
     options = Options(token_lifetime=token_lifetime, build_seconds=build_seconds,
                       server_delete_seconds=server_delete_seconds, state_file=state_file,
-                      agent_enabled=not no_agent, agent_poll_interval=agent_poll_interval)
+                      agent_enabled=not no_agent, agent_poll_interval=agent_poll_interval,
+                      agent_script_timeout=script_timeout,
+                      agent_execute_scripts=execute_scripts, agent_script_user=script_user,
+                      agent_output_limit=script_output_limit,
+                      control_token=control_token or None)
     for text in flavor_build:
         flavor, seconds = _timing("--flavor-build-seconds", text)
         options.flavor_build_seconds[flavor] = seconds
@@ -103,8 +167,20 @@ def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | No
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
+    if execute_scripts:
+        log.warning("simcloud: the software-configuration agent EXECUTES the script configs "
+                    "of deployments on this host, as %s, for at most %g s each",
+                    account.name if account is not None else "this command's own user",
+                    script_timeout)
+    if remote:
+        log.warning("simcloud: listening on %s, off loopback: anyone who reaches it can sign "
+                    "in as the seed's users; /_sim/ wants the control token", host)
+
     def ready(url: str) -> None:
-        click.echo(f"# simcloud listening on {url}; a clouds.yaml entry:")
+        click.echo(f"# simcloud listening on {url}", err=True)
+        if generated:
+            click.echo(f"# simcloud control token (send it as {HEADER} to /_sim/): "
+                       f"{control_token}", err=True)
         click.echo(clouds_yaml(url, options.region), nl=False)
         sys.stdout.flush()
 

@@ -13,10 +13,13 @@ id the server has not applied yet, in order and one at a time, is applied
 back to ``deploy_signal_id`` with ``deploy_signal_verb``; only a signal that arrived (or none
 wanted: ``NO_SIGNAL``, no signal id; or one refused with a 4xx, which is final) marks the id
 applied, so a signal given up on after a few tries is applied again at the next poll. Polls and
-signals share one pooled HTTP client. Polls keep wall time (a server's state follows the cloud's
-clock, which tests may move by hand). Everything it does is recorded in the cloud's tables
-(``agent_records``), which ``/_sim/agent`` serves. Logs name servers by id and deployments by
-name: the URLs, which carry credentials, are never logged.
+signals share one pooled HTTP client. A ``script`` config is executed only when whoever started
+the cloud asked for it (``Options.agent_execute_scripts``: ``convergence.simcloud.
+agent_scripts``, confined, as an unprivileged account when this process is root); otherwise
+its run is simulated (``agent_hooks.simulate``). Polls keep wall time (a server's state
+follows the cloud's clock, which tests may move by hand). Everything it does is recorded in
+the cloud's tables (``agent_records``), which ``/_sim/agent`` serves. Logs name servers by id
+and deployments by name: the URLs, which carry credentials, are never logged.
 """
 
 from __future__ import annotations
@@ -26,22 +29,18 @@ import heapq
 import itertools
 import json
 import logging
-import queue
-import re
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from convergence.simcloud import agent_hooks as hooks
 from convergence.simcloud import agent_records as records
+from convergence.simcloud import agent_scripts as scripts
 from convergence.simcloud.agent_config import AgentConfig, agent_config
+from convergence.simcloud.agent_workers import Workers
 from convergence.simcloud.servers import KIND, advance
 from convergence.simcloud.state import SimCloud
 
@@ -78,66 +77,13 @@ class _View:
     applied: set[str]
 
 
-class _Workers:
-    """A small pool of daemon threads, grown on demand up to ``size``: the agent joins them
-    when it stops (a pool of the standard library would hold the interpreter's exit until a
-    running script ended)."""
-
-    def __init__(self, size: int, name: str) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._queued = 0
-        self._size = size
-        self._name = name
-
-    def submit(self, job: Callable[[], None]) -> None:
-        with self._lock:
-            self._queued += 1
-            if self._queued > self._idle and len(self._threads) < self._size:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"{self._name}-{len(self._threads)}")
-                self._threads.append(thread)
-                thread.start()
-        self._jobs.put(job)
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle += 1
-            job = self._jobs.get()
-            with self._lock:
-                self._idle -= 1
-                if job is not None:
-                    self._queued -= 1
-            if job is None:
-                return
-            job()
-
-    def shutdown(self) -> None:
-        """Let the jobs under way end, then end the threads."""
-        with self._lock:
-            threads = list(self._threads)
-            self._threads.clear()
-        for _ in threads:
-            self._jobs.put(None)
-        for thread in threads:
-            thread.join()
-
-
-def _component(prefix: str, text: str) -> str:
-    """A file name for an id (the ids come from outside: nothing but safe characters)."""
-    return prefix + re.sub(r"[^A-Za-z0-9._-]", "_", text)[:96]
-
-
 class Agent:
     """The agents of all the servers of ``cloud`` that ask for one."""
 
     def __init__(self, cloud: SimCloud, workers: int = WORKERS) -> None:
         self.cloud = cloud
-        self.processes = hooks.Processes()
-        self._workers = _Workers(workers, "simcloud-agent")
+        self.processes = scripts.Processes()
+        self._workers = Workers(workers, "simcloud-agent")
         self._stopping = threading.Event()
         self._wake = threading.Condition()
         self._heap: list[tuple[float, int, _Watch]] = []  # (due, order, watch): one per watch
@@ -147,7 +93,10 @@ class Agent:
         self._thread: threading.Thread | None = None
         self._lazy = threading.Lock()
         self._client: httpx.Client | None = None
-        self._scratch: Path | None = None
+        # (the name, the account executed scripts run as): resolved now, so that a bad one
+        # fails the start
+        self._account: tuple[str, scripts.Account | None] | None = None
+        self._limits()
 
     # -- life --------------------------------------------------------------------------------
 
@@ -172,9 +121,20 @@ class Agent:
         with self._lazy:
             if self._client is not None:
                 self._client.close()
-            if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
         logger.debug("agent: stopped")
+
+    def _limits(self) -> scripts.Limits | None:
+        """How scripts are executed now (None: they are not, their runs are simulated)."""
+        options = self.cloud.options
+        if not options.agent_execute_scripts:
+            return None
+        user = options.agent_script_user
+        with self._lazy:
+            if self._account is None or self._account[0] != user:
+                self._account = (user, scripts.run_as(user))
+            account = self._account[1]
+        return scripts.Limits(options.agent_script_timeout, options.agent_output_limit,
+                              account)
 
     def _http(self) -> httpx.Client:
         """The HTTP client all polls and signals share (its connections pooled)."""
@@ -184,13 +144,6 @@ class Agent:
                     trust_env=False, follow_redirects=False, timeout=METADATA_TIMEOUT,
                     limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
             return self._client
-
-    def _scratch_root(self) -> Path:
-        """The agent's own temporary folder (removed when it stops)."""
-        with self._lazy:
-            if self._scratch is None:
-                self._scratch = Path(tempfile.mkdtemp(prefix="simcloud-agent-"))
-            return self._scratch
 
     # -- the scheduler -----------------------------------------------------------------------
 
@@ -356,18 +309,17 @@ class Agent:
         its signal delivered or not wanted); None when the server went away meanwhile."""
         cloud = self.cloud
         deployment_id = str(deployment["id"])
-        name = str(deployment.get("name") or deployment_id)
+        name = hooks.deployment_name(deployment)
         group = str(deployment.get("group") or "Heat::Ungrouped")
         inputs = hooks.inputs_of(deployment)
         started = time.time()
         with cloud.locked():
             fault = records.take_fault(cloud, name, server_id, server_name)
-            timeout = cloud.options.agent_script_timeout
         if fault is not None:
             cloud.changed()
         logger.info("agent: server %s applies %s (group %s)", server_id, name, group)
         try:
-            result = self._result(server_id, deployment, inputs, fault, timeout)
+            result = self._result(deployment, inputs, fault)
         except hooks.Stopped:
             return False
         if fault is not None and fault.delay > 0:
@@ -390,19 +342,24 @@ class Agent:
         cloud.changed()
         return outcome != FAILED
 
-    def _result(self, server_id: str, deployment: dict[str, Any], inputs: dict[str, Any],
-                fault: records.AgentFault | None, timeout: float) -> hooks.Result:
+    def _result(self, deployment: dict[str, Any], inputs: dict[str, Any],
+                fault: records.AgentFault | None) -> hooks.Result:
+        """What applying the deployment gives: a fault's, a script executed (when the cloud
+        executes scripts) or simulated, or another group's no-op."""
         if fault is not None and fault.status_code is not None:
             stderr = fault.stderr if fault.stderr is not None else \
                 f"simulated failure (agent fault {fault.id})\n"
             return hooks.Result("", stderr, fault.status_code)
-        scratch = self._scratch_root() / _component("s-", server_id) / \
-            _component("d-", str(deployment["id"]))
-        try:
-            result = hooks.apply(deployment, inputs, scratch, timeout, self.processes)
-        except OSError as error:
-            result = hooks.Result("", f"the agent could not run the config: {error}\n",
-                                  hooks.CANNOT_EXECUTE)
+        if deployment.get("group") != hooks.SCRIPT:
+            result = hooks.no_op(deployment, inputs)
+        else:
+            try:
+                limits = self._limits()
+                result = hooks.simulate(deployment, inputs) if limits is None else \
+                    scripts.run_script(deployment, inputs, limits, self.processes)
+            except (OSError, ValueError) as error:  # ValueError: the account is gone
+                result = hooks.Result("", f"the agent could not run the config: {error}\n",
+                                      hooks.CANNOT_EXECUTE)
         if fault is not None and fault.stderr is not None:
             result = replace(result, stderr=fault.stderr)
         return result

@@ -3,9 +3,11 @@ routes for its settings, the servers it watches, its run log and the faults it i
 
 Callers: ``convergence.simcloud.app`` includes :data:`router`;
 ``convergence.simcloud.client.SimControl`` is the typed client of these routes (its
-``agent_*`` methods). Like the rest of ``/_sim/`` they take no token. ``GET /_sim/agent``
+``agent_*`` methods). Like the rest of ``/_sim/`` they take no Keystone token (the control
+token, when the cloud has one: ``convergence.simcloud.control_auth``). ``GET /_sim/agent``
 answers the settings and ``PUT /_sim/agent`` changes any of ``poll_interval``,
-``script_timeout`` and ``enabled`` (a bad field: 400 naming it, nothing changed);
+``script_timeout`` and ``enabled`` (a bad field: 400 naming it, nothing changed;
+``execute_scripts`` is shown, never changed here);
 ``GET /_sim/agent/servers`` lists the servers with an agent and the deployments each applied;
 ``GET /_sim/agent/runs?server=<id or name>&since=<seq>`` reads the run log;
 ``/_sim/agent/faults`` lists faults (GET: ``{"faults": [...]}``), adds one (POST: 201 with

@@ -1,37 +1,32 @@
-"""Applying one software deployment on a simulated server: the ``script`` group run for real, as
-Heat's heat-config-script hook runs it, and a no-op that succeeds for every other group.
+"""What applying one software deployment gives on a simulated server, and the runs the agent
+simulates rather than executes.
 
-Callers: ``convergence.simcloud.agent`` calls :func:`apply` for each deployment a server's
-metadata lists and it has not applied yet, on one of its pool's threads, and signals the
-:class:`Result` back (:meth:`Result.signal_body`). A script is written to a scratch folder of
-its own (the agent's, per server and deployment, removed afterwards), made executable and run
-there with a minimal environment (``PATH``, ``HOME``, ``LANG``), every input as a variable (a
-string as it is, anything else as JSON) and ``heat_outputs_path``; each declared output is read
-back from the file ``${heat_outputs_path}.NAME``. A script that runs past its time limit is
-killed with its whole process group. Other groups (puppet, ansible, salt, ``Heat::Ungrouped``)
-do nothing and echo an input as the output of the same name. :class:`Processes` holds the
-scripts running, so that stopping the agent ends them.
+Callers: ``convergence.simcloud.agent`` reads a deployment's inputs (:func:`inputs_of`) and
+applies it: a ``script`` config is executed on this host only when whoever started the cloud
+asked for it (``Options.agent_execute_scripts``, ``convergence simcloud --execute-scripts``;
+``convergence.simcloud.agent_scripts``, which builds its :class:`Result` here too); otherwise
+its run is simulated (:func:`simulate`): it succeeds, says in ``deploy_stdout`` and
+``deploy_stderr`` that it was simulated, and each declared output takes the input of the same
+name, as the groups this agent has no hook for do, or else a value derived from the
+deployment's name, the output's name and the inputs (:func:`simulated_value`), so that one
+deployment's outputs feed the next and change when their inputs change. Every other group
+(puppet, ansible, salt, ``Heat::Ungrouped``) is :func:`no_op`: success, and an input echoed as
+the output of the same name. The agent signals the :class:`Result` back
+(:meth:`Result.signal_body`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
+import hashlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 SCRIPT = "script"
 TIMED_OUT = -1  # the status code of a script killed at its time limit
 CANNOT_EXECUTE = 126  # as a shell says of a file it cannot run (no ``#!`` line...)
-_BUSY_TRIES = 20  # ETXTBSY: another thread's fork still held the script open for a moment
+SIMULATED_STDERR = ("this simulated cloud does not execute scripts: the run was simulated "
+                    "(whoever starts it may allow it: convergence simcloud --execute-scripts)\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,38 +51,9 @@ class Stopped(RuntimeError):
     """The agent is stopping: no new script starts."""
 
 
-class Processes:
-    """The scripts running now (each the leader of its own process group)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: set[subprocess.Popen[bytes]] = set()
-        self._closed = False
-
-    def start(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
-        with self._lock:
-            if self._closed:
-                raise Stopped("the agent is stopping")
-            process = subprocess.Popen(argv, start_new_session=True, **options)
-            self._running.add(process)
-            return process
-
-    def finished(self, process: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._running.discard(process)
-
-    def kill_all(self) -> None:
-        """Kill every running script (and whatever it started); start no more."""
-        with self._lock:
-            self._closed = True
-            running = list(self._running)
-        for process in running:
-            kill_group(process)
-
-
-def kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+def deployment_name(deployment: dict[str, Any]) -> str:
+    """The name the agent logs and derives values from: the deployment's, or its id."""
+    return str(deployment.get("name") or deployment.get("id") or "")
 
 
 def inputs_of(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -105,20 +71,6 @@ def declared_outputs(deployment: dict[str, Any]) -> list[str]:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str)]
 
 
-def apply(deployment: dict[str, Any], inputs: dict[str, Any], scratch: Path, timeout: float,
-          processes: Processes) -> Result:
-    """Apply ``deployment`` (a derived config) with ``inputs``: a script is run in ``scratch``
-    (made, then removed) for at most ``timeout`` seconds; another group is a no-op."""
-    if deployment.get("group") == SCRIPT:
-        try:
-            return run_script(deployment, inputs, scratch, timeout, processes)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-            with contextlib.suppress(OSError):  # the server's folder, once its last one is gone
-                scratch.parent.rmdir()
-    return no_op(deployment, inputs)
-
-
 def no_op(deployment: dict[str, Any], inputs: dict[str, Any]) -> Result:
     """A group this agent has no hook for: success, each input echoed as the output of the
     same name."""
@@ -126,78 +78,22 @@ def no_op(deployment: dict[str, Any], inputs: dict[str, Any]) -> Result:
     return Result("", "", 0, outputs)
 
 
-def environment(inputs: dict[str, Any], outputs_path: Path) -> dict[str, str]:
-    """A script's environment: a minimal base, the inputs and ``heat_outputs_path``."""
-    env = {"PATH": os.environ.get("PATH") or os.defpath,
-           "HOME": os.environ.get("HOME") or str(outputs_path.parent),
-           "LANG": os.environ.get("LANG") or "C.UTF-8"}
-    for name, value in inputs.items():
-        text = value if isinstance(value, str) else json.dumps(value)
-        if name and "=" not in name and "\0" not in name and "\0" not in text:
-            env[name] = text
-    env["heat_outputs_path"] = str(outputs_path)
-    return env
+def simulated_value(name: str, output: str, inputs: dict[str, Any]) -> str:
+    """The value a simulated run gives ``output`` of the deployment ``name``: the same for the
+    same inputs (the ``deploy_*`` ones, which name the server, the action and the signal, left
+    out), another when one of them changes: ``NAME.OUTPUT:`` and 12 hex digits."""
+    given = {key: value for key, value in inputs.items() if not key.startswith("deploy_")}
+    text = json.dumps([name, output, given], sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return f"{name}.{output}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def run_script(deployment: dict[str, Any], inputs: dict[str, Any], scratch: Path,
-               timeout: float, processes: Processes) -> Result:
-    """Run the deployment's config as an executable in ``scratch``: its output, status code
-    and declared outputs (the caller removes ``scratch``)."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    config = deployment.get("config")
-    text = config if isinstance(config, str) else json.dumps(config)
-    script = scratch / "config"
-    descriptor = os.open(script, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o700)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-    script.chmod(0o700)
-    outputs_path = scratch / "outputs"
-    try:
-        process = _start(processes, str(script), scratch, environment(inputs, outputs_path))
-    except OSError as error:
-        return Result("", f"cannot execute the config: {error.strerror}\n", CANNOT_EXECUTE)
-    try:
-        try:
-            out, err = process.communicate(timeout=timeout)
-            code = process.returncode
-        except subprocess.TimeoutExpired:
-            kill_group(process)
-            try:
-                out, err = process.communicate(timeout=5)
-            except subprocess.TimeoutExpired:  # a child left its own group and holds a pipe
-                out, err = b"", b""
-            err += f"\nthe script timed out after {timeout:g} seconds and was killed\n".encode()
-            code = TIMED_OUT
-    finally:
-        processes.finished(process)
-    return Result(out.decode(errors="replace"), err.decode(errors="replace"), code,
-                  read_outputs(deployment, outputs_path))
-
-
-def _start(processes: Processes, script: str, scratch: Path,
-           env: dict[str, str]) -> subprocess.Popen[bytes]:
-    for attempt in range(_BUSY_TRIES):
-        try:
-            return processes.start([script], cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as error:
-            if error.errno != errno.ETXTBSY or attempt == _BUSY_TRIES - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
-def read_outputs(deployment: dict[str, Any], outputs_path: Path) -> dict[str, str]:
-    """The declared outputs the script wrote (``<outputs_path>.NAME``), less one trailing
-    newline each."""
-    found: dict[str, str] = {}
-    for name in declared_outputs(deployment):
-        if not name or "/" in name or "\0" in name:
-            continue
-        path = outputs_path.with_name(f"{outputs_path.name}.{name}")
-        try:
-            value = path.read_text(errors="replace")
-        except OSError:
-            continue
-        found[name] = value[:-1] if value.endswith("\n") else value
-    return found
+def simulate(deployment: dict[str, Any], inputs: dict[str, Any]) -> Result:
+    """A ``script`` config not executed: success, saying so, with each declared output the
+    input of the same name or else :func:`simulated_value`."""
+    name = deployment_name(deployment)
+    outputs = {output: inputs[output] if output in inputs else
+               simulated_value(name, output, inputs)
+               for output in declared_outputs(deployment)}
+    return Result(f"simulated run of {name}: the script was not executed\n",
+                  SIMULATED_STDERR, 0, outputs)

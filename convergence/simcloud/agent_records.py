@@ -7,10 +7,11 @@ the settings and the faults; ``convergence.simcloud.agent_control`` serves them 
 which raise :class:`InvalidInput` naming the field); ``convergence.simcloud.client.SimControl``
 reads them back as the dataclasses defined here. The settings are the cloud's ``Options``
 (``agent_enabled``, ``agent_poll_interval``, ``agent_script_timeout``: given at each start,
-not saved); the tables ``agent_servers`` (server id -> its name, the ids of the deployments it
-applied, how often it polled and how the last poll went), ``agent_runs`` (sequence number ->
-one application) and ``agent_faults`` (id -> fault) are saved with the state. Every function
-here is called under the cloud's lock.
+not saved; ``agent_execute_scripts`` is shown but only the cloud's starter sets it); the
+tables ``agent_servers`` (server id -> its name, the ids of the deployments it applied, how
+often it polled and how the last poll went), ``agent_runs`` (sequence number -> one
+application) and ``agent_faults`` (id -> fault) are saved with the state. Every function here
+is called under the cloud's lock.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class InvalidInput(ValueError):
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     """How the agent behaves: the default seconds between a server's polls (a server's
-    ``polling_interval`` wins), a script's time limit, and whether it polls at all."""
+    ``polling_interval`` wins), a script's time limit, whether it polls at all, and whether it
+    executes scripts (read only: ``convergence simcloud --execute-scripts``)."""
 
     poll_interval: float
     script_timeout: float
     enabled: bool
+    execute_scripts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,7 @@ class AgentFault:
 def settings(cloud: SimCloud) -> AgentSettings:
     options = cloud.options
     return AgentSettings(options.agent_poll_interval, options.agent_script_timeout,
-                         options.agent_enabled)
+                         options.agent_enabled, options.agent_execute_scripts)
 
 
 def _number(body: dict[str, Any], name: str) -> float:
@@ -108,10 +111,13 @@ def parse_settings(body: Any) -> dict[str, Any]:
     """The settings a ``PUT /_sim/agent`` body changes (all checked before any is set)."""
     if not isinstance(body, dict):
         raise InvalidInput("the body must be a JSON object")
-    unknown = sorted(set(body) - set(AgentSettings.__dataclass_fields__))
+    if "execute_scripts" in body:
+        raise InvalidInput("execute_scripts: only whoever starts the cloud sets it "
+                           "(convergence simcloud --execute-scripts)")
+    settable = ["enabled", "poll_interval", "script_timeout"]
+    unknown = sorted(set(body) - set(settable))
     if unknown:
-        raise InvalidInput(f"{unknown[0]}: unknown field; the settings are "
-                           f"{sorted(AgentSettings.__dataclass_fields__)}")
+        raise InvalidInput(f"{unknown[0]}: unknown field; the settings are {settable}")
     changes: dict[str, Any] = {}
     for name in ("poll_interval", "script_timeout"):
         if name in body:

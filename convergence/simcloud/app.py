@@ -6,7 +6,8 @@ version list also at ``/``); the other services' prefixes are in
 ``convergence.simcloud.catalog.PREFIXES`` (``/compute/v2.1``, ``/network``,
 ``/volume/v3/{project_id}``, ``/image``): a service module exposes an ``APIRouter`` and is
 included here. A :class:`~convergence.simcloud.context.CloudError` becomes the error body of
-the service that raised it. The app also registers the cloud's settlers (Nova's servers
+the service that raised it. ``/_sim/`` asks for the cloud's control token when it has one
+(``convergence.simcloud.control_auth``). The app also registers the cloud's settlers (Nova's servers
 brought up to the clock before Neutron answers about their ports).
 """
 
@@ -25,6 +26,7 @@ from convergence.simcloud import (
     compute_quotas,
     compute_volumes,
     control,
+    control_auth,
     identity,
     image,
     keypairs,
@@ -76,6 +78,7 @@ def create_app(cloud: SimCloud) -> FastAPI:
         return JSONResponse(error_body(error), status_code=400)
 
     app.add_middleware(control.Middleware, cloud=cloud, error_body=error_body)
+    app.add_middleware(control_auth.Guard, cloud=cloud)  # outermost: before any fault rule
     app.include_router(control.router)
     app.include_router(agent_control.router)
     app.add_api_route("/", identity.versions, methods=["GET"])

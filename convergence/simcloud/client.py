@@ -9,7 +9,9 @@ count the cloud calls an operation made; the ``agent_*`` methods read and change
 software-configuration agent's settings (:meth:`SimControl.set_agent`), read its run log
 (:meth:`SimControl.agent_runs`) and inject its faults (:meth:`SimControl.add_agent_fault`). It
 speaks plain HTTP with the standard library, so it needs nothing the engine's processes do not
-already have; a refused request raises :class:`ControlError` with the server's message.
+already have; a refused request raises :class:`ControlError` with the server's message. A
+cloud served off loopback has a control token (``convergence.simcloud.control_auth``): give it
+as ``token``, and every request carries it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import urllib.request
 from typing import Any
 
 from convergence.simcloud.agent_records import AgentFault, AgentRun, AgentServer, AgentSettings
+from convergence.simcloud.control_auth import HEADER
 from convergence.simcloud.faults import Rule
 from convergence.simcloud.journal import Entry
 
@@ -34,11 +37,13 @@ class ControlError(RuntimeError):
 
 
 class SimControl:
-    """The control plane of the simulated cloud at ``url`` (``http://host:port``)."""
+    """The control plane of the simulated cloud at ``url`` (``http://host:port``); ``token``:
+    its control token, if it has one."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, token: str | None = None) -> None:
         self.url = url.rstrip("/") + "/_sim"
         self.timeout = timeout
+        self.token = token
 
     def _call(self, method: str, path: str, body: Any = None,
               query: dict[str, Any] | None = None) -> Any:
@@ -47,8 +52,10 @@ class SimControl:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items()
                                                  if v is not None})
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers[HEADER] = self.token
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 raw = answer.read()

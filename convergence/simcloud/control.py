@@ -3,13 +3,14 @@ journal, and the ASGI middleware that applies request faults and journals every 
 
 Callers: ``convergence.simcloud.app`` includes :data:`router` and wraps the whole app in
 :class:`Middleware`; ``convergence.simcloud.client.SimControl`` is the typed client of these
-routes. The routes are the simulator's own, not OpenStack's, so they take no token: the server
-listens on loopback unless told otherwise. Rules (``convergence.simcloud.faults``) are listed,
-added, read and removed under ``/_sim/rules``; the journal (method, path, query, status,
-service, project, time on the cloud's clock, wall seconds spent answering) is read from
-``/_sim/journal`` with ``since`` (a sequence number), ``service``, ``method``, ``project_id``
-and ``path`` (a glob) filters;
-``/_sim/objects`` counts the objects of each kind. Requests to ``/_sim/`` are not journaled.
+routes. The routes are the simulator's own, not OpenStack's, so they take no Keystone token:
+on loopback they are open; a cloud served elsewhere has a control token that
+``convergence.simcloud.control_auth`` checks before these routes are reached. Rules
+(``convergence.simcloud.faults``) are listed, added, read and removed under ``/_sim/rules``;
+the journal (method, path, query, status, service, project, time on the cloud's clock, wall
+seconds spent answering) is read from ``/_sim/journal`` with ``since`` (a sequence number),
+``service``, ``method``, ``project_id`` and ``path`` (a glob) filters; ``/_sim/objects``
+counts the objects of each kind. Requests to ``/_sim/`` are not journaled.
 """
 
 from __future__ import annotations

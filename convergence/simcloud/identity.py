@@ -6,7 +6,10 @@ Callers: ``convergence.simcloud.app`` mounts :data:`router` at ``/v3`` and serve
 :func:`versions` at ``/``. Shapes follow Keystone's: ``POST /v3/auth/tokens`` answers 201 with
 the token id in ``X-Subject-Token`` and ``{"token": {methods, user, project, roles, catalog,
 expires_at, issued_at, audit_ids}}``; ``GET /v3/auth/tokens`` validates ``X-Subject-Token``
-(200, or 404 when unknown or expired); a failed authentication answers 401 in Keystone's error
+(200, or 404 when unknown or expired), ``HEAD`` checks it and ``DELETE`` revokes it; as in
+Keystone's policy, a caller with the ``admin`` or ``service`` role may do so for any token,
+another only for a token of its own user (403 otherwise, unknown tokens included, so that no
+one learns which tokens exist). A failed authentication answers 401 in Keystone's error
 body. A token lives ``Options.token_lifetime`` seconds on the cloud's clock.
 """
 
@@ -22,6 +25,7 @@ from fastapi.responses import JSONResponse
 from convergence.simcloud.catalog import catalog
 from convergence.simcloud.context import (
     Authenticated,
+    Caller,
     CloudError,
     cloud_of,
     not_found,
@@ -32,6 +36,7 @@ from convergence.simcloud.state import SimCloud
 from convergence.simcloud.trusts import trust_body, trust_scope
 
 router = APIRouter()
+TOKEN_ROLES = frozenset({"admin", "service"})  # may validate, check and revoke any token
 MEDIA = [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}]
 
 
@@ -214,12 +219,26 @@ def _purge_expired(cloud: SimCloud) -> None:
 
 # -- validation ------------------------------------------------------------------------------
 
+def _subject(cloud: SimCloud, who: Caller, subject: str | None,
+             action: str) -> dict[str, Any] | None:
+    """The live token ``subject`` (None: unknown or expired) if ``who`` may ``action`` it: any
+    token with the admin or service role, else only one of its own user's (403). Under the
+    lock."""
+    token = token_record(cloud, subject)
+    if TOKEN_ROLES & set(who.roles):
+        return token
+    if token is None or token["user_id"] != who.user_id:
+        raise CloudError(403, "Forbidden", "You are not authorized to perform the requested "
+                         f"action: identity:{action}.")
+    return token
+
+
 @router.get("/auth/tokens")
-def validate_token(request: Request, _: Authenticated) -> JSONResponse:
+def validate_token(request: Request, who: Authenticated) -> JSONResponse:
     cloud = cloud_of(request)
     subject = request.headers.get("x-subject-token")
     with cloud.locked():
-        token = token_record(cloud, subject)
+        token = _subject(cloud, who, subject, "validate_token")
         if token is None or subject is None:
             raise not_found(f"Could not find token: {subject}")
         body = token_body(cloud, token, base_url(request))
@@ -227,18 +246,19 @@ def validate_token(request: Request, _: Authenticated) -> JSONResponse:
 
 
 @router.head("/auth/tokens")
-def check_token(request: Request, _: Authenticated) -> Response:
+def check_token(request: Request, who: Authenticated) -> Response:
     cloud = cloud_of(request)
     with cloud.locked():
-        found = token_record(cloud, request.headers.get("x-subject-token"))
+        found = _subject(cloud, who, request.headers.get("x-subject-token"), "check_token")
     return Response(status_code=200 if found is not None else 404)
 
 
 @router.delete("/auth/tokens", status_code=204)
-def revoke_token(request: Request, _: Authenticated) -> Response:
+def revoke_token(request: Request, who: Authenticated) -> Response:
     cloud = cloud_of(request)
     subject = request.headers.get("x-subject-token") or ""
     with cloud.locked():
+        _subject(cloud, who, subject, "revoke_token")
         if cloud.table("tokens").pop(subject, None) is None:
             raise not_found(f"Could not find token: {subject}")
     cloud.changed()

@@ -5,9 +5,11 @@ name, so a seed applied over a saved state adds only what is missing);
 ``convergence.cli.simcloud_cmd`` reads one from ``--seed FILE`` (YAML or JSON, the shape of
 :func:`seed_from_mapping`); tests build one directly. The default is Keystone's devstack-like
 minimum: user ``admin`` / password ``admin`` with role ``admin`` on project ``admin``, domain
-``Default``. The services' seeds are here too: Nova's flavors (devstack's ``m1.*``), availability
-zones (``nova``, ``az2``) and default quota, Glance's images (``cirros``, ``ubuntu``), turned into
-the services' objects by :func:`service_objects`.
+``Default``, and the roles ``member``, ``reader`` and ``service`` (a service user's: it may
+validate the tokens of others, as ``admin`` may). The services' seeds are here too: Nova's
+flavors (devstack's ``m1.*``), availability zones (``nova``, ``az2``) and default quota,
+Glance's images (``cirros``, ``ubuntu``), turned into the services' objects by
+:func:`service_objects`.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ class Seed:
     users: list[SeedUser] = field(default_factory=lambda: [
         SeedUser("admin", "admin", {"admin": ["admin", "member", "reader"]})])
     application_credentials: list[SeedAppCredential] = field(default_factory=list)
-    roles: list[str] = field(default_factory=lambda: ["admin", "member", "reader"])
+    # ``service``: what a service's own user (an engine validating its callers' tokens) holds
+    roles: list[str] = field(default_factory=lambda: ["admin", "member", "reader", "service"])
     flavors: list[SeedFlavor] = field(default_factory=lambda: default_flavors())
     images: list[SeedImage] = field(default_factory=lambda: default_images())
     availability_zones: list[str] = field(default_factory=lambda: ["nova", "az2"])

@@ -5,16 +5,19 @@ context manager that starts the server on a thread on an ephemeral loopback port
 base URL (``http://127.0.0.1:PORT``), then stops it. Both run the cloud's software-configuration
 agent (``convergence.simcloud.agent``) while the server listens, stop it before the server
 stops, and save the state file (if any) when the server stops. :func:`clouds_yaml` is the
-``clouds.yaml`` entry the CLI prints.
+``clouds.yaml`` entry the CLI prints on stdout; uvicorn's lines, its access log included, go
+to stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import uvicorn
 
@@ -51,9 +54,17 @@ def reachable(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging, its access log on stderr too (its default is stdout, which is the
+    clouds.yaml's)."""
+    found: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    found["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return found
+
+
 def _config(cloud: SimCloud, host: str, port: int, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(create_app(cloud), host=host, port=port, log_level=log_level,
-                          timeout_keep_alive=75)
+                          timeout_keep_alive=75, log_config=_log_config())
 
 
 def serve(cloud: SimCloud, host: str, port: int,

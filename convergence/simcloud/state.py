@@ -62,6 +62,13 @@ class Options:
     agent_enabled: bool = True
     agent_poll_interval: float = 1.0  # seconds between polls (a server's own interval wins)
     agent_script_timeout: float = 600.0  # a script's time limit, seconds
+    # Whether ``script`` configs are executed on this host (``convergence.simcloud.
+    # agent_scripts``); off, their runs are simulated. Set only by whoever starts the cloud.
+    agent_execute_scripts: bool = False
+    agent_script_user: str = "nobody"  # who an executed script runs as when the cloud is root
+    agent_output_limit: int = 1 << 20  # bytes kept of a script's stdout, stderr and outputs
+    # When set, ``/_sim/`` answers only requests that carry it (``X-Sim-Control-Token``)
+    control_token: str | None = None
 
     def server_build_seconds(self, flavor: Record | None) -> float:
         """How long a server of ``flavor`` (a flavor object) stays in BUILD."""

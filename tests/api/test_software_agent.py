@@ -1,6 +1,7 @@
 """Software deployments end to end: a real ``convergence api`` process whose engine boots
 servers in the simulated cloud, each server's simulated agent polling its signed metadata
-URL, running ``script`` configs for real and signalling back; unmodified openstacksdk reads
+URL, running ``script`` configs for real (the cloud is started to execute them, which it does
+not by default) and signalling back; unmodified openstacksdk reads
 the configs and deployments through the API, and the simulated cloud's run log says what ran
 where, in what order.
 """
@@ -83,7 +84,8 @@ outputs:
 
 @pytest.fixture
 def cloud(tmp_path: Path) -> Iterator[tuple[SimCloud, str, Path]]:
-    state = SimCloud(options=Options(build_seconds=0.2, agent_poll_interval=0.2))
+    state = SimCloud(options=Options(build_seconds=0.2, agent_poll_interval=0.2,
+                                     agent_execute_scripts=True))
     with serving(state) as url:
         path = tmp_path / "clouds.yaml"
         path.write_text(clouds_yaml(url))

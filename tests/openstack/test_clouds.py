@@ -92,7 +92,8 @@ class Place:
 def place(tmp_path: Path) -> Iterator[Place]:
     seed = Seed(projects=["admin", "service", "blue"], users=[
         SeedUser("admin", "admin", {"admin": ["admin", "member", "reader"]}),
-        SeedUser("convergence", ENGINE_PASSWORD, {"service": ["member"]}),
+        # the engine's user: the service role lets it validate its callers' tokens
+        SeedUser("convergence", ENGINE_PASSWORD, {"service": ["member", "service"]}),
         SeedUser("alice", ALICE_PASSWORD, {"blue": ["member", "reader"]})])
     state = SimCloud(seed=seed, options=Options(build_seconds=5.0))
     with serving(state) as url:

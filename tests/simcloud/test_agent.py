@@ -1,9 +1,10 @@
 """The simulated cloud's software-configuration agent, end to end: servers booted through
 unmodified openstacksdk with an ``os-collect-config.json`` part in their user_data poll a fake
-orchestration endpoint (a real HTTP server), run script configs for real, and signal the
-results back; the run log, the settings and the faults are read and set through ``/_sim/agent``.
-One cloud (a 0.1 s poll interval) serves the whole module; each test has servers and tokens of
-its own, and the faults and settings are reset after each."""
+orchestration endpoint (a real HTTP server), run script configs for real (the cloud is started
+to execute them: ``test_agent_safety.py`` has the default, simulated runs, and the confinement),
+and signal the results back; the run log, the settings and the faults are read and set through
+``/_sim/agent``. One cloud (a 0.1 s poll interval) serves the whole module; each test has
+servers and tokens of its own, and the faults and settings are reset after each."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Sim]:
     with orchestration() as engine:
-        cloud = SimCloud(options=Options(build_seconds=0, agent_poll_interval=POLL),
+        cloud = SimCloud(options=Options(build_seconds=0, agent_poll_interval=POLL,
+                                         agent_execute_scripts=True),
                          clock=ManualClock(time.time()))
         with running(cloud) as url:
             conn = connect(url)
@@ -269,7 +271,8 @@ def test_settings_are_read_and_changed_and_bad_input_is_refused(sim: Sim) -> Non
     control = sim.control
     base = control.url
     assert httpx.get(base + "/agent").json() == {"poll_interval": POLL,
-                                                 "script_timeout": 600.0, "enabled": True}
+                                                 "script_timeout": 600.0, "enabled": True,
+                                                 "execute_scripts": True}
     for body, name in (({"poll_interval": 0}, "poll_interval"),
                         ({"script_timeout": "long"}, "script_timeout"),
                         ({"enabled": "yes"}, "enabled"), ({"colour": "red"}, "colour"),

@@ -1,14 +1,19 @@
 """The software-configuration agent's life with its cloud: it stops with the in-process cloud
 (a script under way killed, its scratch folder removed, no thread left), what it applied is
 kept in the state file across a restart, and the ``convergence simcloud`` process serves it
-with ``--agent-poll-interval`` and ``--no-agent``. Apart from ``test_agent.py``, whose module-wide
+with ``--agent-poll-interval`` and ``--no-agent``, simulating script runs unless told to
+execute them. Apart from ``test_agent.py``, whose module-wide
 cloud would otherwise still have agent threads of its own while these count theirs."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,18 @@ def alive(pid: int) -> bool:
     return "\nState:\tZ" not in status
 
 
+@contextmanager
+def shared_folder() -> Iterator[Path]:
+    """A folder any account may write into, for what a script under test leaves behind (an
+    executed script runs as ``nobody`` when the tests run as root)."""
+    folder = Path(tempfile.mkdtemp(prefix="simcloud-test-"))
+    folder.chmod(0o1777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def boot(url: str, engine: Orchestration, token: str, deployments: list[dict[str, Any]],
          name: str = "life-1") -> str:
     conn = connect(url)
@@ -50,13 +67,14 @@ def boot(url: str, engine: Orchestration, token: str, deployments: list[dict[str
     return str(made.id)
 
 
-def test_the_agent_stops_with_the_cloud_killing_a_script_under_way(tmp_path: Path) -> None:
+def test_the_agent_stops_with_the_cloud_killing_a_script_under_way() -> None:
     assert agent_threads() == []
-    where, pid = tmp_path / "where", tmp_path / "sleep.pid"
-    script = f"#!/bin/sh\npwd > {where}.tmp\nsleep 60 &\necho $! > {pid}\n" \
-             f"mv {where}.tmp {where}\nwait\n"
-    with orchestration() as engine:
-        cloud = SimCloud(options=Options(build_seconds=0, agent_poll_interval=0.05),
+    with shared_folder() as folder, orchestration() as engine:
+        where, pid = folder / "where", folder / "sleep.pid"
+        script = f"#!/bin/sh\npwd > {where}.tmp\nsleep 60 &\necho $! > {pid}\n" \
+                 f"mv {where}.tmp {where}\nwait\n"
+        cloud = SimCloud(options=Options(build_seconds=0, agent_poll_interval=0.05,
+                                         agent_execute_scripts=True),
                          clock=ManualClock(time.time()))
         with running(cloud) as url:
             boot(url, engine, "long", [deployment("l-1", "long", script,
@@ -102,11 +120,15 @@ def test_the_simcloud_process_serves_the_agent_with_its_options(tmp_path: Path) 
         url = yaml.safe_load(entry)["clouds"]["simcloud"]["auth"]["auth_url"].removesuffix(
             "/v3")
         assert httpx.get(f"{url}/_sim/agent").json() == {
-            "poll_interval": 0.05, "script_timeout": 600.0, "enabled": False}
+            "poll_interval": 0.05, "script_timeout": 600.0, "enabled": False,
+            "execute_scripts": False}
         boot(url, engine, "proc", [deployment("p-1", "proc", "#!/bin/sh\necho in a process\n",
                                               signal=engine.signal_url("proc"))])
         time.sleep(0.3)
         assert engine.polled("proc") == 0
         SimControl(url).set_agent(enabled=True)
         [signal] = wait_for(lambda: engine.signals_of("proc"))
-        assert signal.body["deploy_stdout"] == "in a process\n"
+        # Not executed: the command runs scripts only with --execute-scripts.
+        assert signal.body["deploy_stdout"] == "simulated run of proc: the script was not " \
+            "executed\n"
+        assert signal.body["deploy_status_code"] == 0

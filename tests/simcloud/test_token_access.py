@@ -1,0 +1,85 @@
+"""Who may validate, check and revoke a token through the simulated Keystone, as Keystone's
+policy says: a caller with the ``admin`` or ``service`` role any token, anyone else only a token
+of its own user (403 otherwise, an unknown token included). The engine's own Keystone
+authenticator (``convergence.api.auth.KeystoneTokens``) validates its callers' tokens with a
+service user's token, and is refused with a member's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from convergence.api.auth import KeystoneTokens
+from convergence.simcloud.seed import Seed, SeedUser
+from tests.simcloud.conftest import Start, connect
+
+SEED = Seed(projects=["admin", "service", "demo"], users=[
+    SeedUser("admin", "admin", {"admin": ["admin", "member", "reader"]}),
+    SeedUser("engine", "engine-pw", {"service": ["service"]}),
+    SeedUser("alice", "alice-pw", {"demo": ["member", "reader"]}),
+    SeedUser("bob", "bob-pw", {"demo": ["member"]})])
+PROJECTS = {"admin": "admin", "engine": "service", "alice": "demo", "bob": "demo"}
+
+
+def token_of(url: str, user: str) -> str:
+    password = "admin" if user == "admin" else f"{user}-pw"
+    return str(connect(url, username=user, password=password,
+                       project_name=PROJECTS[user]).authorize())
+
+
+def ask(url: str, method: str, caller: str, subject: str) -> httpx.Response:
+    return httpx.request(method, f"{url}/v3/auth/tokens",
+                         headers={"X-Auth-Token": caller, "X-Subject-Token": subject})
+
+
+@pytest.fixture
+def url(start_cloud: Start) -> str:
+    return start_cloud(SEED)[1]
+
+
+def test_a_member_may_not_validate_check_or_revoke_another_users_token(url: str) -> None:
+    alice, bob = token_of(url, "alice"), token_of(url, "bob")
+    for method in ("GET", "HEAD", "DELETE"):
+        answer = ask(url, method, alice, bob)
+        assert answer.status_code == 403, method
+        if method != "HEAD":
+            assert answer.json()["error"]["code"] == 403
+            assert "bob" not in answer.text and "X-Subject-Token" not in answer.headers
+        # an unknown token is as forbidden: no one learns which tokens exist
+        assert ask(url, method, alice, "no-such-token").status_code == 403, method
+    assert ask(url, "GET", bob, bob).status_code == 200  # bob's token was not revoked
+
+
+def test_a_user_validates_checks_and_revokes_its_own_tokens(url: str) -> None:
+    alice, other = token_of(url, "alice"), token_of(url, "alice")
+    shown = ask(url, "GET", alice, other)
+    assert shown.status_code == 200 and shown.json()["token"]["user"]["name"] == "alice"
+    assert ask(url, "HEAD", alice, other).status_code == 200
+    assert ask(url, "DELETE", alice, other).status_code == 204
+    assert ask(url, "GET", other, other).status_code == 401  # revoked: it authenticates no more
+
+
+@pytest.mark.parametrize("caller", ["admin", "engine"])
+def test_the_admin_and_service_roles_may_see_any_token(url: str, caller: str) -> None:
+    token, bob = token_of(url, caller), token_of(url, "bob")
+    shown = ask(url, "GET", token, bob)
+    assert shown.status_code == 200 and shown.headers["X-Subject-Token"] == bob
+    assert shown.json()["token"]["user"]["name"] == "bob"
+    assert ask(url, "HEAD", token, bob).status_code == 200
+    assert ask(url, "GET", token, "no-such-token").status_code == 404
+    assert ask(url, "DELETE", token, bob).status_code == 204
+    assert ask(url, "HEAD", token, bob).status_code == 404
+
+
+def test_the_engine_authenticator_needs_a_service_users_token(url: str) -> None:
+    alice = token_of(url, "alice")
+    engine = KeystoneTokens(f"{url}/v3", token_of(url, "engine"), cache_seconds=0)
+    identity: Any = engine.identify(alice, "demo")
+    assert identity.user is not None and {"member", "reader"} <= set(identity.roles)
+    member = KeystoneTokens(f"{url}/v3", token_of(url, "bob"), cache_seconds=0)
+    with pytest.raises(Exception) as refused:
+        member.identify(alice, "demo")
+    assert getattr(refused.value, "code", None) == 500
+    assert "refused this service's credentials" in str(refused.value)
