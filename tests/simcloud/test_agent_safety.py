@@ -202,11 +202,11 @@ def test_a_script_past_its_time_limit_is_killed_and_fails_saying_so(
     executing.control.set_agent(script_timeout=1)
     try:
         [body] = executing.apply("sleepy-1", executing.deployment(
-            "sleepy", "#!/bin/sh\necho started\nsleep 60 &\nsleep 60\n"))
+            "sleepy", "#!/bin/sh\necho \"started as $(id -u)\"\nsleep 60 &\nsleep 60\n"))
     finally:
         executing.control.set_agent(script_timeout=600)
     assert body["deploy_status_code"] == -1
-    assert body["deploy_stdout"] == "started\n"
+    assert body["deploy_stdout"] == f"started as {pwd.getpwnam('nobody').pw_uid}\n"
     assert "timed out after 1 seconds and was killed" in body["deploy_stderr"]
     [run] = wait_for(lambda: executing.control.agent_runs(server="sleepy-1"))
     assert run.status_code == -1
