@@ -41,6 +41,7 @@ from convergence.api import (
     catalog,
     errors,
     ops,
+    request_ids,
     services_api,
     signed,
     software,
@@ -166,6 +167,9 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
         app.add_api_route(path, versions, methods=["GET"], include_in_schema=False)
 
     ops.install(app)  # /healthz, /readyz, /healthcheck, /metrics and the request body limit
+    # Added last, so outermost: every answer, the body limit's 413 too, carries the id, and
+    # an exception no handler took is answered (a 500 telling nothing of it) and logged.
+    app.add_middleware(request_ids.RequestIdMiddleware, on_error=errors.unexpected)
     app.include_router(signed.router)  # /v1/signed/{token}: what servers call, token-less
     app.include_router(actions.router)  # before the stack routes, whose lookups match any path
     app.include_router(stack_extras.router)  # the list, export/abandon, events, mark-unhealthy

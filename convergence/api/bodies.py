@@ -1,7 +1,9 @@
 """Request bodies: JSON parsed with a bound on nesting, checked before the parser runs.
 
 Callers: ``convergence.api.requests.json_body`` (every route that takes a JSON body: stacks,
-validate, previews, actions, mark-unhealthy) and ``convergence.api.subscriptions``.
+validate, previews, actions, mark-unhealthy, software configs and deployments),
+``convergence.api.requests.signal_body`` (the signals: a resource's ``.../signal`` and the
+signed URLs ``/v1/signed/{token}``) and ``convergence.api.subscriptions``.
 
 Python's JSON parser recurses once per level: a body of 100,000 ``[`` exhausts the stack
 (``RecursionError``). So the nesting is measured first, without recursion and at C speed: the

@@ -4,11 +4,16 @@ Callers: ``convergence.api.app`` registers :func:`install` on the app; routes ra
 :class:`ApiError` for errors of their own (a missing template, a malformed body). The shape is
 Heat's FaultWrapper answer: ``{"code", "title", "explanation", "error": {"type", "message",
 "traceback": null}}``, which heatclient and openstacksdk read (``error.message``).
+
+Any other exception is a 500 that tells nothing of it (not its type, its text, an SQL
+statement, a traceback): its message names the request's id (``convergence.api.request_ids``,
+also in the ``X-Openstack-Request-Id`` header), which the log line of the exception carries.
+A database outage is a 503 with ``Retry-After``. The messages of the families above are the
+engine's own words, never a library's.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from convergence.api import request_ids
 from convergence.errors import (
     CloudRefused,
     Conflict,
@@ -24,10 +30,9 @@ from convergence.errors import (
     NotSupported,
     PreconditionFailed,
 )
+from convergence.logs import get_logger
 from convergence.template import TemplateError
 from convergence.template.errors import SYNTAX
-
-log = logging.getLogger(__name__)
 
 # webob's titles and explanations, which Heat puts in its error bodies.
 _TITLES: dict[int, tuple[str, str]] = {
@@ -77,6 +82,12 @@ def error_body(code: int, type_: str, message: str) -> dict[str, Any]:
 def error_response(code: int, type_: str, message: str,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_body(code, type_, message), status_code=code, headers=headers)
+
+
+def internal_message(request_id: str) -> str:
+    """What an unexpected error's 500 says: nothing of the error, its request's id."""
+    return (f"The server could not complete the request. Its error is logged under the "
+            f"request id {request_id}.")
 
 
 def template_message(exc: TemplateError) -> str:
@@ -143,17 +154,29 @@ def install(app: FastAPI) -> None:
         headers = dict(exc.headers) if exc.headers else None
         return error_response(code, _HTTP_TYPES.get(code, "HTTPError"), message, headers)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # The store tells its outages apart: a restart, a failover (the client may try again
-        # shortly).
-        if request.app.state.runtime.store.unreachable(exc):
-            log.warning("the database is unavailable: %s", type(exc).__name__)
-            return error_response(503, _HTTP_TYPES[503], "The database is unavailable for "
-                                  "now. Try again.",
-                                  {"Retry-After": OUTAGE_RETRY_AFTER})
-        log.exception("unexpected error in the API")
-        return error_response(500, type(exc).__name__, str(exc) or type(exc).__name__)
+    # What escapes ``request_ids.RequestIdMiddleware`` (which answers with the same), or an app
+    # built without it.
+    app.exception_handler(Exception)(unexpected)
+
+
+async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """The answer to an exception no other handler took: 503 for a database outage, else a
+    500 naming only the request's id; the exception is logged under that id."""
+    rid = request_ids.request_id(request)
+    header = {request_ids.HEADER: rid}
+    # The store tells its outages apart: a restart, a failover (the client may try again
+    # shortly).
+    if request.app.state.runtime.store.unreachable(exc):
+        get_logger(__name__).warning("the database is unavailable", request_id=rid,
+                                     error=type(exc).__name__)
+        return error_response(503, _HTTP_TYPES[503], "The database is unavailable for now. "
+                              "Try again.", {"Retry-After": OUTAGE_RETRY_AFTER, **header})
+    # Its text (an SQL statement, a path, a value) and its traceback are the log's only. The
+    # route's template is logged, not the path: a signed URL's path is its credential.
+    route = getattr(request.scope.get("route"), "path", None)
+    get_logger(__name__).error("unexpected error in the API", request_id=rid,
+                               method=request.method, route=route, exc_info=exc)
+    return error_response(500, _HTTP_TYPES[500], internal_message(rid), header)
 
 
 class Redirect(Exception):

@@ -146,10 +146,15 @@ def delete_config(rt: Runtime, tenant: str, config_id: str) -> None:
     rt.store.transact(gone)
 
 
+# What a caller may send of a deployment, besides its fields: an id, which Heat's API takes
+# from nobody (a new deployment always gets a new one) and which is ignored here as there.
+IGNORED_DEPLOYMENT_KEYS = frozenset({"id", "deployment_id"})
+
+
 def _deployment_fields(body: Mapping[str, Any], *, new: bool) -> dict[str, Any]:
     known = {"config_id", "server_id", "input_values", "output_values", "action", "status",
              "status_reason", "stack_user_project_id"}
-    unknown = sorted(set(body) - known - {"id", "deployment_id"})
+    unknown = sorted(set(body) - known - IGNORED_DEPLOYMENT_KEYS)
     if unknown:
         raise InvalidParameter("body", f"software_deployment: unknown field {unknown[0]!r}.")
     fields: dict[str, Any] = {}
@@ -174,13 +179,16 @@ def _deployment_fields(body: Mapping[str, Any], *, new: bool) -> dict[str, Any]:
 
 def create_deployment(rt: Runtime, tenant: str,
                       body: Mapping[str, Any]) -> SoftwareDeploymentView:
+    """A new deployment of the caller's config, under a new id whatever id the body names:
+    as in Heat, the id is the engine's to give. Taking the caller's would let one tenant
+    learn that another's deployment has that id (the insert refused), or collide with it."""
     fields = _deployment_fields(body, new=True)
 
     def made(tx: Tx) -> SoftwareDeploymentView:
         if tx.software_config(fields["config_id"], tenant) is None:
             raise NotFound(f"Software config with id {fields['config_id']} not found")
         return tx.insert_deployment(SoftwareDeploymentView(
-            str(body.get("id") or uuid.uuid4()), tenant, fields["config_id"],
+            str(uuid.uuid4()), tenant, fields["config_id"],
             fields["server_id"], fields.get("action", "INIT"),
             fields.get("status", COMPLETE), fields.get("status_reason", ""),
             fields.get("input_values", {}), fields.get("output_values", {}), tx.now, tx.now,
