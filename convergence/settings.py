@@ -32,6 +32,8 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
 ``CONVERGENCE_ALLOW_NOAUTH``  true: ``convergence api`` may serve noauth on an address other than
                               loopback (as ``--allow-noauth``); default false
 ``CONVERGENCE_TOKENS_FILE``   token mode: YAML/JSON mapping token -> {project, roles}
+``CONVERGENCE_POLICY_FILE``   the API's policy: a Heat policy.yaml/json whose rules override the
+                              defaults (Heat's; ``convergence.api.policies``); unset: the defaults
 ``CONVERGENCE_KEYSTONE_URL``  keystone mode: the Keystone endpoint (``/v3`` is added)
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
 ``CONVERGENCE_WEBHOOK_BACKOFF_SECONDS`` webhooks: first retry delay (doubles); default 1
@@ -96,6 +98,8 @@ class Settings:
     # noauth on an address other than loopback: refused by ``convergence api`` unless true.
     allow_noauth: bool = False
     tokens_file: str | None = None
+    # The API's policy file (Heat's rules, convergence.api.policy); None: the defaults.
+    policy_file: str | None = None
     keystone_url: str | None = None
     keystone_service_token: str | None = field(default=None, repr=False)  # a secret
     # The clouds (``clouds.yaml`` entries) any API caller may put a stack in besides the
@@ -205,6 +209,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         auth=auth_mode(get("AUTH")),
         allow_noauth=flag("ALLOW_NOAUTH", get("ALLOW_NOAUTH")),
         tokens_file=get("TOKENS_FILE"),
+        policy_file=get("POLICY_FILE"),
         keystone_url=get("KEYSTONE_URL"),
         keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),
         stack_clouds=tuple(c.strip() for c in (get("STACK_CLOUDS") or "").split(",")

@@ -22,6 +22,10 @@ routes would otherwise take ``stacks/preview`` and ``stacks/{name}/{id}/...`` pa
 
 The request is read with ``convergence.api.requests``; the answers are shaped here and with
 ``convergence.api.views``.
+Each route is guarded by its Heat rule (``convergence.api.policy``): the actions route by the
+rule of the action its body names (``actions:check``, ``actions:cancel_update``...), once the
+body is known to name one; the previews by ``stacks:preview*`` and the ``resource_types:``
+rules of the types the template uses.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from fastapi import APIRouter, Depends, Request
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.api.policy import check_types, enforce, rule
 from convergence.api.requests import (
     bad_request,
     base_url,
@@ -75,6 +80,7 @@ def stack_action(request: Request, stack: StackView = Depends(canonical_stack), 
     if action not in ACTIONS:
         raise ApiError(400, "HTTPBadRequest", f"Invalid action {action!r}: must be one of "
                        f"{', '.join(ACTIONS)}.")
+    enforce(request, f"actions:{action}")  # each action its rule, as in Heat
     if action not in (*CANCELS, "check"):
         raise ApiError(400, "NotSupported", f"The stack action '{action}' is not supported "
                        f"yet by this engine (Stack {stack.name}); nothing was done.")
@@ -127,10 +133,11 @@ def _preview_resource(stack_name: str, stack_href: str, tenant: str,
     }
 
 
-@router.post("/stacks/preview")
+@router.post("/stacks/preview", dependencies=[rule("stacks:preview")])
 def preview_create(request: Request, tenant_id: str,
                    body: dict[str, Any] = Depends(json_body),  # noqa: B008
                    rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    check_types(request, body)
     name = body.get("stack_name")
     if not isinstance(name, str) or not name:
         raise bad_request("'stack_name' is required.")
@@ -196,6 +203,7 @@ def _change_item(base: str, stack: StackView, name: str, record: RecordView | No
 
 def _update_preview(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, Any],
                     existing: bool) -> dict[str, Any]:
+    check_types(request, body)
     template = body.get("template")
     if template is None and not existing:
         raise bad_request("No template specified")
@@ -217,14 +225,15 @@ def _update_preview(request: Request, stack: StackView, rt: Runtime, body: Mappi
         for bucket in preview.BUCKETS}}
 
 
-@router.put("/stacks/{stack_name}/{stack_id}/preview")
+@router.put("/stacks/{stack_name}/{stack_id}/preview", dependencies=[rule("stacks:preview_update")])
 def preview_update(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                    body: dict[str, Any] = Depends(json_body),  # noqa: B008
                    rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return _update_preview(request, stack, rt, body, existing=False)
 
 
-@router.patch("/stacks/{stack_name}/{stack_id}/preview")
+@router.patch("/stacks/{stack_name}/{stack_id}/preview",
+              dependencies=[rule("stacks:preview_update_patch")])
 def preview_patch(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                   body: dict[str, Any] = Depends(json_body),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008

@@ -50,6 +50,7 @@ from convergence.api import (
     subscriptions,
 )
 from convergence.api.auth import Authenticator, auth_warnings, build_authenticator
+from convergence.api.policy import build_policy
 from convergence.api.requests import base_url
 from convergence.api.stacks import router
 from convergence.background import Loop
@@ -154,6 +155,8 @@ def create_app(runtime: Runtime, *, drive_dispatcher: bool = True,
     app.state.stopping = threading.Event()
     # Who may call the /v1/{tenant_id}/... routes (default: from the runtime's settings).
     app.state.authenticator = authenticator or build_authenticator(runtime.settings)
+    # What each caller may do there: Heat's rules, with the operator's policy file if any.
+    app.state.policy = build_policy(runtime.settings)
     errors.install(app)
     errors.install_redirect(app)
 

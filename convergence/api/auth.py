@@ -8,7 +8,8 @@ are not under the router and stay unauthenticated.
 
 Modes (``CONVERGENCE_AUTH``):
 
-``noauth``    the URL's tenant is the caller's project; ``X-Auth-Token`` is ignored. Said
+``noauth``    the URL's tenant is the caller's project, with the roles ``member`` and
+              ``reader`` (not ``admin``); ``X-Auth-Token`` is ignored. Said
               loudly (:func:`auth_warnings`: a warning logged at start and one in ``/healthz``);
               ``convergence api`` serves it on loopback addresses only unless allowed
               (``--allow-noauth``, ``CONVERGENCE_ALLOW_NOAUTH``).
@@ -18,8 +19,9 @@ Modes (``CONVERGENCE_AUTH``):
               ``X-Subject-Token``, authenticated with the service's own token) via keystoneauth1.
 
 In the last two modes the token's project must equal the URL's tenant (403 otherwise) unless
-the token has the ``admin`` role. Tokens are secrets: they are never logged nor put in an error
-message; the Keystone cache is keyed by their SHA-256.
+the token has the ``admin`` role. What the caller may do there is the policy's
+(``convergence.api.policy``: each route names its Heat rule). Tokens are secrets: they are
+never logged nor put in an error message; the Keystone cache is keyed by their SHA-256.
 """
 
 from __future__ import annotations
@@ -85,13 +87,17 @@ class Authenticator(Protocol):
     def identify(self, token: str | None, tenant: str) -> Identity: ...
 
 
+NOAUTH_ROLES = frozenset({"member", "reader"})
+
+
 class NoAuth:
-    """No authentication: the caller is the URL's tenant."""
+    """No authentication: the caller is a member of the URL's tenant (one person's own
+    engine: it may do all a project's member may, not administer the engine)."""
 
     mode = "noauth"
 
     def identify(self, token: str | None, tenant: str) -> Identity:
-        return Identity(project=tenant)
+        return Identity(project=tenant, roles=NOAUTH_ROLES)
 
 
 def _roles(value: Any, where: str) -> frozenset[str]:

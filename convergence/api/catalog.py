@@ -10,6 +10,10 @@ Callers: ``convergence.api.app`` includes :data:`router` (under ``/v1/{tenant_id
 - ``GET /template_versions`` and ``GET /template_versions/{version}/functions``
   (``with_condition_func``), from ``convergence.template.versions``.
 - ``GET /build_info``.
+
+Each route names its Heat rule (``convergence.api.policy``); the resource types shown are
+those the caller may use (Heat's ``resource_types:<type>`` rules: a flavor, a quota, a volume
+type... are an admin's), and another's type answers 403.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from fastapi import APIRouter, Depends, Request
 
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.api.policy import forbidden, rule, type_allowed
 from convergence.errors import NotFound
 from convergence.plugins import type_schemas
 from convergence.plugins.registry import PluginRegistry
@@ -80,32 +85,44 @@ def _package_version() -> str:
 
 # Resource types ---------------------------------------------------------------------------------
 
-@router.get("/resource_types")
-def list_resource_types(name: str | None = None, support_status: str | None = None,
+@router.get("/resource_types", dependencies=[rule("stacks:list_resource_types")])
+def list_resource_types(request: Request, name: str | None = None,
+                        support_status: str | None = None,
                         with_description: str | None = None, version: str | None = None,
                         reg: PluginRegistry = Depends(registry)  # noqa: B008
                         ) -> dict[str, Any]:
-    names = type_schemas.list_types(reg, name=name, support_status=support_status)
+    # Only the types the caller may use (the resource_types: rules), as Heat lists them.
+    names = [n for n in type_schemas.list_types(reg, name=name, support_status=support_status)
+             if type_allowed(request, n)]
     if _flag(with_description):
         return {"resource_types": type_schemas.described_types(reg, names)}
     return {"resource_types": names}
 
 
-@router.get("/resource_types/{type_name}")
-def show_resource_type(type_name: str, reg: PluginRegistry = Depends(registry)  # noqa: B008
+@router.get("/resource_types/{type_name}", dependencies=[rule("stacks:resource_schema")])
+def show_resource_type(request: Request, type_name: str,
+                       reg: PluginRegistry = Depends(registry)  # noqa: B008
                        ) -> dict[str, Any]:
+    _may_use(request, type_name)
     return type_schemas.type_schema(type_schemas.schema_or_404(reg, type_name))
 
 
-@router.get("/resource_types/{type_name}/template")
-def resource_type_template(type_name: str, template_type: str = "hot",
+@router.get("/resource_types/{type_name}/template", dependencies=[rule("stacks:generate_template")])
+def resource_type_template(request: Request, type_name: str, template_type: str = "hot",
                            reg: PluginRegistry = Depends(registry)  # noqa: B008
                            ) -> dict[str, Any]:
+    _may_use(request, type_name)
     type_schemas.schema_or_404(reg, type_name)
     if template_type.lower() != "hot":
         raise ApiError(400, "NotSupported", f"Template type {template_type} is not "
                        "supported; only hot templates are generated.")
     return type_schemas.template_of(reg, type_name)
+
+
+def _may_use(request: Request, type_name: str) -> None:
+    """Heat's ``resource_types:<type>`` rule: 403 for a type the caller may not use."""
+    if not type_allowed(request, type_name):
+        raise forbidden(f"resource_types:{type_name}")
 
 
 # Template versions ------------------------------------------------------------------------------
@@ -137,12 +154,13 @@ def function_items(functions: Mapping[str, FunctionDef]) -> list[dict[str, str]]
             for name, fn in sorted(functions.items()) if not _is_removed(fn)]
 
 
-@router.get("/template_versions")
+@router.get("/template_versions", dependencies=[rule("stacks:list_template_versions")])
 def list_template_versions() -> dict[str, Any]:
     return {"template_versions": [version_item(v) for v in VERSIONS]}
 
 
-@router.get("/template_versions/{template_version}/functions")
+@router.get("/template_versions/{template_version}/functions",
+            dependencies=[rule("stacks:list_template_functions")])
 def list_template_functions(template_version: str, with_condition_func: str | None = None
                             ) -> dict[str, Any]:
     v = _version_or_404(template_version)
@@ -156,7 +174,7 @@ def list_template_functions(template_version: str, with_condition_func: str | No
 
 # Build info -------------------------------------------------------------------------------------
 
-@router.get("/build_info")
+@router.get("/build_info", dependencies=[rule("build_info:build_info")])
 def build_info() -> dict[str, Any]:
     revision = _package_version()
     return {"api": {"revision": revision}, "engine": {"revision": revision}}

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from convergence.api.auth import require_auth
+from convergence.api.policy import rule
 from convergence.api.requests import runtime
 from convergence.runtime import Runtime
 from convergence.services.operations import list_services
@@ -25,6 +26,6 @@ from convergence.services.operations import list_services
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 
-@router.get("/services")
+@router.get("/services", dependencies=[rule("service:index")])
 def services_list(rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return {"services": list_services(rt.store, rt.settings.heartbeat_seconds)}

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from convergence.api.auth import require_auth
+from convergence.api.policy import rule
 from convergence.api.requests import int_param, json_body, runtime
 from convergence.runtime import Runtime
 from convergence.services import software
@@ -31,7 +32,7 @@ from convergence.services import software
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 
-@router.get("/software_configs")
+@router.get("/software_configs", dependencies=[rule("software_configs:index")])
 def list_configs(request: Request, tenant_id: str,
                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     query = request.query_params
@@ -40,7 +41,7 @@ def list_configs(request: Request, tenant_id: str,
     return {"software_configs": [software.config_dict(c) for c in found]}
 
 
-@router.post("/software_configs")
+@router.post("/software_configs", dependencies=[rule("software_configs:create")])
 async def create_config(request: Request, tenant_id: str,
                         rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     body = await json_body(request)
@@ -48,21 +49,22 @@ async def create_config(request: Request, tenant_id: str,
     return {"software_config": software.config_dict(made)}
 
 
-@router.get("/software_configs/{config_id}")
+@router.get("/software_configs/{config_id}", dependencies=[rule("software_configs:show")])
 def show_config(tenant_id: str, config_id: str,
                 rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return {"software_config": software.config_dict(
         software.show_config(rt, tenant_id, config_id))}
 
 
-@router.delete("/software_configs/{config_id}", status_code=204)
+@router.delete("/software_configs/{config_id}", status_code=204,
+               dependencies=[rule("software_configs:delete")])
 def delete_config(tenant_id: str, config_id: str,
                   rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     software.delete_config(rt, tenant_id, config_id)
     return Response(status_code=204)
 
 
-@router.get("/software_deployments")
+@router.get("/software_deployments", dependencies=[rule("software_deployments:index")])
 def list_deployments(request: Request, tenant_id: str,
                      rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     found = software.list_deployments(rt, tenant_id,
@@ -70,7 +72,7 @@ def list_deployments(request: Request, tenant_id: str,
     return {"software_deployments": [software.deployment_dict(d) for d in found]}
 
 
-@router.post("/software_deployments")
+@router.post("/software_deployments", dependencies=[rule("software_deployments:create")])
 async def create_deployment(request: Request, tenant_id: str,
                             rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     body = await json_body(request)
@@ -78,20 +80,23 @@ async def create_deployment(request: Request, tenant_id: str,
     return {"software_deployment": software.deployment_dict(made)}
 
 
-@router.get("/software_deployments/metadata/{server_id}")
+@router.get("/software_deployments/metadata/{server_id}",
+            dependencies=[rule("software_deployments:metadata")])
 def server_metadata(tenant_id: str, server_id: str,
                     rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return {"metadata": software.server_metadata(rt, tenant_id, server_id)}
 
 
-@router.get("/software_deployments/{deployment_id}")
+@router.get("/software_deployments/{deployment_id}",
+            dependencies=[rule("software_deployments:show")])
 def show_deployment(tenant_id: str, deployment_id: str,
                     rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return {"software_deployment": software.deployment_dict(
         software.show_deployment(rt, tenant_id, deployment_id))}
 
 
-@router.put("/software_deployments/{deployment_id}")
+@router.put("/software_deployments/{deployment_id}",
+            dependencies=[rule("software_deployments:update")])
 async def update_deployment(request: Request, tenant_id: str, deployment_id: str,
                             rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     body = await json_body(request)
@@ -100,7 +105,8 @@ async def update_deployment(request: Request, tenant_id: str, deployment_id: str
     return {"software_deployment": software.deployment_dict(changed)}
 
 
-@router.delete("/software_deployments/{deployment_id}", status_code=204)
+@router.delete("/software_deployments/{deployment_id}", status_code=204,
+               dependencies=[rule("software_deployments:delete")])
 def delete_deployment(tenant_id: str, deployment_id: str,
                       rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     software.delete_deployment(rt, tenant_id, deployment_id)

@@ -40,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from convergence.api import event_params, stream, views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.api.policy import rule
 from convergence.api.requests import (
     bad_request,
     base_url,
@@ -63,7 +64,7 @@ router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)
 
 # The stack list ---------------------------------------------------------------------------------
 
-@router.get("/stacks")
+@router.get("/stacks", dependencies=[rule("stacks:index")])
 def list_stacks(request: Request, tenant_id: str,
                 rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     query = request.query_params
@@ -96,26 +97,27 @@ def list_stacks(request: Request, tenant_id: str,
 
 # Environment, files, export, abandon ------------------------------------------------------------
 
-@router.get("/stacks/{stack_name}/{stack_id}/environment")
+@router.get("/stacks/{stack_name}/{stack_id}/environment",
+            dependencies=[rule("stacks:environment")])
 def show_environment(stack: StackView = Depends(canonical_stack),  # noqa: B008
                      rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return heat_shapes.merged_environment(inputs.stack_content(rt, stack))
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/files")
+@router.get("/stacks/{stack_name}/{stack_id}/files", dependencies=[rule("stacks:files")])
 def show_files(stack: StackView = Depends(canonical_stack),  # noqa: B008
                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     content = inputs.stack_content(rt, stack)
     return dict(content.files) if content is not None else {}
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/export")
+@router.get("/stacks/{stack_name}/{stack_id}/export", dependencies=[rule("stacks:export")])
 def export_stack(stack: StackView = Depends(canonical_stack),  # noqa: B008
                  rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return queries.export_stack(rt, stack.tenant, stack.id)
 
 
-@router.delete("/stacks/{stack_name}/{stack_id}/abandon")
+@router.delete("/stacks/{stack_name}/{stack_id}/abandon", dependencies=[rule("stacks:abandon")])
 def abandon_stack(stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     try:
@@ -146,21 +148,23 @@ def _event_detail(request: Request, rt: Runtime, stack: StackView, event_id: str
     return {"event": item}
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/events/{event_id}")
+@router.get("/stacks/{stack_name}/{stack_id}/events/{event_id}", dependencies=[rule("events:show")])
 def show_event(request: Request, event_id: str,
                stack: StackView = Depends(canonical_stack),  # noqa: B008
                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return _event_detail(request, rt, stack, event_id)
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events/{event_id}")
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events/{event_id}",
+            dependencies=[rule("events:show")])
 def show_resource_event(request: Request, resource_name: str, event_id: str,
                         stack: StackView = Depends(canonical_stack),  # noqa: B008
                         rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return _event_detail(request, rt, stack, event_id, resource_name)
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events")
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events",
+            dependencies=[rule("events:index")])
 def list_resource_events(request: Request, resource_name: str,
                          stack: StackView = Depends(canonical_stack),  # noqa: B008
                          rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
@@ -176,7 +180,7 @@ def list_resource_events(request: Request, resource_name: str,
     return answer
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/progress")
+@router.get("/stacks/{stack_name}/{stack_id}/progress", dependencies=[rule("stacks:progress")])
 def show_progress(request: Request, watch: str | None = None,
                   stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
@@ -194,7 +198,8 @@ def _record(rt: Runtime, stack: StackView, name: str) -> RecordView | None:
     return queries.current_resource(rt, stack.tenant, stack.id, name)
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/metadata")
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/metadata",
+            dependencies=[rule("resource:metadata")])
 def show_metadata(resource_name: str, stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     if _record(rt, stack, resource_name) is None:
@@ -203,7 +208,8 @@ def show_metadata(resource_name: str, stack: StackView = Depends(canonical_stack
                                                       resource_name)}
 
 
-@router.patch("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
+@router.patch("/stacks/{stack_name}/{stack_id}/resources/{resource_name}",
+              dependencies=[rule("resource:mark_unhealthy")])
 def mark_unhealthy(resource_name: str, stack: StackView = Depends(canonical_stack),  # noqa: B008
                    body: dict[str, Any] = Depends(json_body),  # noqa: B008
                    rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
@@ -232,7 +238,8 @@ def mark_unhealthy(resource_name: str, stack: StackView = Depends(canonical_stac
     return JSONResponse(None, status_code=200)
 
 
-@router.post("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/signal")
+@router.post("/stacks/{stack_name}/{stack_id}/resources/{resource_name}/signal",
+             dependencies=[rule("resource:signal")])
 async def signal_resource(request: Request, resource_name: str,
                           stack: StackView = Depends(canonical_stack),  # noqa: B008
                           rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008

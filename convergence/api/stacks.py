@@ -4,7 +4,9 @@ Callers: ``convergence.api.app`` includes :data:`router`; ``convergence.api.stac
 reuses :func:`event_page`. Each route reads the request (``convergence.api.requests``), calls
 the use cases of ``convergence.services`` and shapes the answer with ``convergence.api.views``.
 Every route depends on ``convergence.api.auth.require_auth`` (the tenant is the URL's, checked
-against the caller's token unless in noauth mode).
+against the caller's token unless in noauth mode) and names its Heat rule
+(``convergence.api.policy.rule``); a template's resource types are checked against the
+``resource_types:`` rules (``convergence.api.policy.check_types``).
 
 A stack's canonical path is ``stacks/{name}/{id}``; a path whose second segment is not the
 stack's id (``stacks/{name_or_id}[/...]``) is a lookup, answered with a 302 to the canonical
@@ -26,6 +28,7 @@ from fastapi.responses import JSONResponse
 from convergence.api import event_params, resource_list, stream, views
 from convergence.api.auth import Identity, require_auth
 from convergence.api.errors import ApiError
+from convergence.api.policy import check_types, rule
 from convergence.api.requests import (
     bad_request,
     base_url,
@@ -65,10 +68,11 @@ _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 # GET /stacks (the list and its filters) is in convergence.api.stack_extras.
 
 
-@router.post("/stacks", status_code=201)
+@router.post("/stacks", status_code=201, dependencies=[rule("stacks:create")])
 def create_stack(request: Request, tenant_id: str,
                  body: dict[str, Any] = Depends(json_body),  # noqa: B008
                  rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
+    check_types(request, body)
     name = body.get("stack_name")
     if not isinstance(name, str) or not name:
         raise bad_request("'stack_name' is required.")
@@ -91,7 +95,7 @@ def create_stack(request: Request, tenant_id: str,
                         status_code=201, headers={"Location": url})
 
 
-@router.get("/stacks/{stack_name}/{stack_id}")
+@router.get("/stacks/{stack_name}/{stack_id}", dependencies=[rule("stacks:show")])
 def show_stack(request: Request, resolve_outputs: str | None = None,
                stack: StackView = Depends(canonical_stack),  # noqa: B008
                rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
@@ -104,6 +108,7 @@ def show_stack(request: Request, resolve_outputs: str | None = None,
 
 def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, Any],
             existing: bool) -> JSONResponse:
+    check_types(request, body)
     expected = if_match_generation(request)
     template = body.get("template")
     if template is None and not existing:
@@ -130,21 +135,22 @@ def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, 
                                    "generation": updated.generation}}, status_code=202)
 
 
-@router.put("/stacks/{stack_name}/{stack_id}")
+@router.put("/stacks/{stack_name}/{stack_id}", dependencies=[rule("stacks:update")])
 def update_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                  body: dict[str, Any] = Depends(json_body),  # noqa: B008
                  rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
     return _update(request, stack, rt, body, existing=False)
 
 
-@router.patch("/stacks/{stack_name}/{stack_id}")
+@router.patch("/stacks/{stack_name}/{stack_id}", dependencies=[rule("stacks:update_patch")])
 def patch_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                 body: dict[str, Any] = Depends(json_body),  # noqa: B008
                 rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
     return _update(request, stack, rt, body, existing=True)
 
 
-@router.delete("/stacks/{stack_name}/{stack_id}", status_code=204)
+@router.delete("/stacks/{stack_name}/{stack_id}", status_code=204,
+               dependencies=[rule("stacks:delete")])
 def delete_stack(request: Request, stack: StackView = Depends(canonical_stack),  # noqa: B008
                  rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     stacks.delete_stack(rt, stack.tenant, stack.id,
@@ -155,7 +161,7 @@ def delete_stack(request: Request, stack: StackView = Depends(canonical_stack), 
 
 # Under a stack ---------------------------------------------------------------------------------
 
-@router.get("/stacks/{stack_name}/{stack_id}/resources")
+@router.get("/stacks/{stack_name}/{stack_id}/resources", dependencies=[rule("resource:index")])
 async def list_resources(request: Request,
                          stack: StackView = Depends(canonical_stack),  # noqa: B008
                          rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
@@ -165,7 +171,8 @@ async def list_resources(request: Request,
     return await resource_list.answer(request, rt, stack, wanted)
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}")
+@router.get("/stacks/{stack_name}/{stack_id}/resources/{resource_name}",
+            dependencies=[rule("resource:show")])
 def show_resource(request: Request, resource_name: str,
                   stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
@@ -181,7 +188,7 @@ def show_resource(request: Request, resource_name: str,
     return {"resource": item}
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/events")
+@router.get("/stacks/{stack_name}/{stack_id}/events", dependencies=[rule("events:index")])
 def list_events(request: Request, marker: str | None = None, watch: str | None = None,
                 wait: str | None = None,
                 stack: StackView = Depends(canonical_stack),  # noqa: B008
@@ -208,13 +215,14 @@ def event_page(request: Request, rt: Runtime, stack: StackView,
     return {"events": [views.event_item(base, stack, e) for e in events]}
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/outputs")
+@router.get("/stacks/{stack_name}/{stack_id}/outputs", dependencies=[rule("stacks:list_outputs")])
 def list_outputs(stack: StackView = Depends(canonical_stack)) -> dict[str, Any]:  # noqa: B008
     return {"outputs": [{"output_key": i["output_key"], "description": i["description"]}
                         for i in output_items(stack)]}
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/outputs/{output_key}")
+@router.get("/stacks/{stack_name}/{stack_id}/outputs/{output_key}",
+            dependencies=[rule("stacks:show_output")])
 def show_output(output_key: str,
                 stack: StackView = Depends(canonical_stack)) -> dict[str, Any]:  # noqa: B008
     for item in output_items(stack):
@@ -223,7 +231,7 @@ def show_output(output_key: str,
     raise NotFound(f"The Output ({output_key}) could not be found in Stack {stack.name}.")
 
 
-@router.get("/stacks/{stack_name}/{stack_id}/template")
+@router.get("/stacks/{stack_name}/{stack_id}/template", dependencies=[rule("stacks:template")])
 def show_template(stack: StackView = Depends(canonical_stack),  # noqa: B008
                   rt: Runtime = Depends(runtime)) -> Any:  # noqa: B008
     content = inputs.stack_content(rt, stack)
@@ -236,14 +244,15 @@ def show_template(stack: StackView = Depends(canonical_stack),  # noqa: B008
 
 # Redirects for every method: kept out of the OpenAPI document (one operation per method
 # would repeat the same id).
-@router.api_route("/stacks/{name_or_id}", methods=_ALL_METHODS, include_in_schema=False)
+@router.api_route("/stacks/{name_or_id}", methods=_ALL_METHODS, include_in_schema=False,
+                  dependencies=[rule("stacks:lookup")])
 def lookup_stack(request: Request, tenant_id: str, name_or_id: str,
                  rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     raise lookup_redirect(request, rt, tenant_id, name_or_id)
 
 
 @router.api_route("/stacks/{name_or_id}/{rest:path}", methods=_ALL_METHODS,
-                  include_in_schema=False)
+                  include_in_schema=False, dependencies=[rule("stacks:lookup")])
 def lookup_stack_path(request: Request, tenant_id: str, name_or_id: str, rest: str,
                       rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     try:
@@ -288,10 +297,11 @@ def delegation(request: Request, tenant_id: str) -> Delegation | None:
 
 # Validation ------------------------------------------------------------------------------------
 
-@router.post("/validate")
+@router.post("/validate", dependencies=[rule("stacks:validate_template")])
 def validate(request: Request, tenant_id: str,
              body: dict[str, Any] = Depends(json_body),  # noqa: B008
              rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
+    check_types(request, body)
     if body.get("template") is None:
         raise bad_request("No template specified")
     files = mapping(body, "files")

@@ -58,6 +58,7 @@ from starlette.types import Receive, Scope, Send
 from convergence.api import views
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.api.policy import rule
 from convergence.api.requests import base_url, runtime
 from convergence.ports.views import EventView, StackView
 from convergence.runtime import Runtime
@@ -338,7 +339,7 @@ def stack_progress(request: Request, rt: Runtime, stack: StackView,
 router = APIRouter(prefix="/v1/{tenant_id}", dependencies=[Depends(require_auth)])
 
 
-@router.get("/events")
+@router.get("/events", dependencies=[rule("events:project_index")])
 def project_events(request: Request, tenant_id: str, watch: str | None = None,
                    marker: str | None = None, wait: str | None = None,
                    limit: str | None = None,

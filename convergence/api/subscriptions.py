@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from convergence.api import bodies
 from convergence.api.auth import require_auth
 from convergence.api.errors import ApiError
+from convergence.api.policy import rule
 from convergence.api.requests import bad_request, runtime
 from convergence.ports.views import SubscriptionView
 from convergence.runtime import Runtime
@@ -56,7 +57,7 @@ def _parse(body: Any) -> tuple[str, list[str], str | None, str]:
     return url, events, stack_id, secret
 
 
-@router.post("/subscriptions", status_code=201)
+@router.post("/subscriptions", status_code=201, dependencies=[rule("subscriptions:create")])
 async def create_subscription(request: Request, tenant_id: str,
                               rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     body = bodies.parse_json(await request.body())
@@ -65,7 +66,7 @@ async def create_subscription(request: Request, tenant_id: str,
     return {"subscription": view(sub)}
 
 
-@router.get("/subscriptions")
+@router.get("/subscriptions", dependencies=[rule("subscriptions:index")])
 def list_subscriptions(tenant_id: str,
                        rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     return {"subscriptions": [view(s) for s in webhooks.list_subscriptions(rt, tenant_id)]}
@@ -75,7 +76,7 @@ def _not_found(sub_id: str) -> ApiError:
     return ApiError(404, "HTTPNotFound", f"The subscription ({sub_id}) could not be found.")
 
 
-@router.get("/subscriptions/{sub_id}")
+@router.get("/subscriptions/{sub_id}", dependencies=[rule("subscriptions:show")])
 def show_subscription(tenant_id: str, sub_id: str,
                       rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     sub = webhooks.get_subscription(rt, tenant_id, sub_id)
@@ -84,7 +85,8 @@ def show_subscription(tenant_id: str, sub_id: str,
     return {"subscription": view(sub)}
 
 
-@router.get("/subscriptions/{sub_id}/deliveries")
+@router.get("/subscriptions/{sub_id}/deliveries",
+            dependencies=[rule("subscriptions:list_deliveries")])
 def list_deliveries(tenant_id: str, sub_id: str,
                     rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     """The delivery log, for debugging: attempts, last error, delivered or not."""
@@ -97,7 +99,8 @@ def list_deliveries(tenant_id: str, sub_id: str,
          "delivered_at": d.delivered_at, "last_error": d.last_error} for d in found]}
 
 
-@router.delete("/subscriptions/{sub_id}", status_code=204)
+@router.delete("/subscriptions/{sub_id}", status_code=204,
+               dependencies=[rule("subscriptions:delete")])
 def delete_subscription(tenant_id: str, sub_id: str,
                         rt: Runtime = Depends(runtime)) -> Response:  # noqa: B008
     if not webhooks.delete_subscription(rt, tenant_id, sub_id):

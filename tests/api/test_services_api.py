@@ -1,4 +1,7 @@
-"""The services list (worker heartbeats), the new /metrics series and ``with_attr``."""
+"""The services list (worker heartbeats), the new /metrics series and ``with_attr``.
+
+The services list names hosts and pids: an admin's (Heat's ``service:index``), so it is asked
+with the admin's token of ``tests/api/test_auth.py``."""
 
 from __future__ import annotations
 
@@ -18,9 +21,11 @@ from convergence.cli import cli
 from convergence.ports.views import WORKER, WorkerInfo
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
-from tests.api.test_auth import TOK_A, TOKENS
+from tests.api.test_auth import TOK_A, TOK_ADMIN, TOKENS
 from tests.api.test_ops import _sample
 from tests.api.test_stacks_api import BASE, create, drain
+
+ADMIN = {"X-Auth-Token": TOK_ADMIN}
 
 
 @pytest.fixture
@@ -29,9 +34,18 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
                                 heartbeat_seconds=5.0))
 
 
-def test_the_api_lists_itself_while_it_drives_the_dispatcher(rt: Runtime) -> None:
-    with TestClient(create_app(rt)) as client:
-        r = client.get(f"{BASE}/services")
+def with_tokens(rt: Runtime, tmp_path: Path) -> Runtime:
+    """``rt`` authenticating with the tokens of ``tests/api/test_auth.py``."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS), encoding="utf-8")
+    rt.settings = rt.settings.with_(auth="token", tokens_file=str(tokens))
+    return rt
+
+
+def test_the_api_lists_itself_while_it_drives_the_dispatcher(rt: Runtime,
+                                                             tmp_path: Path) -> None:
+    with TestClient(create_app(with_tokens(rt, tmp_path))) as client:
+        r = client.get(f"{BASE}/services", headers=ADMIN)
         assert r.status_code == 200, r.text
         [item] = r.json()["services"]
         assert item["id"] == item["engine_id"] == rt.engine.worker_id
@@ -46,27 +60,27 @@ def test_the_api_lists_itself_while_it_drives_the_dispatcher(rt: Runtime) -> Non
     assert row.stopped_at is not None
 
 
-def test_a_stale_worker_shows_down(rt: Runtime) -> None:
+def test_a_stale_worker_shows_down(rt: Runtime, tmp_path: Path) -> None:
     now = rt.clock.now()
     with rt.store.begin() as tx:
         tx.heartbeat(WorkerInfo("stale", "host-b", 7, WORKER, now - 60))
     with rt.store.engine.begin() as conn:  # its last heartbeat, a minute ago
         conn.exec_driver_sql("UPDATE workers SET heartbeat_at = heartbeat_at - 60")
-    with TestClient(create_app(rt, drive_dispatcher=False)) as client:
-        items = client.get(f"{BASE}/services").json()["services"]
+    with TestClient(create_app(with_tokens(rt, tmp_path), drive_dispatcher=False)) as client:
+        items = client.get(f"{BASE}/services", headers=ADMIN).json()["services"]
     assert [(i["id"], i["binary"], i["status"]) for i in items] == [
         ("stale", "convergence-worker", "down")]
     assert items[0]["heartbeat_age"] >= 60
 
 
-def test_services_needs_auth(rt: Runtime, tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps(TOKENS), encoding="utf-8")
-    rt.settings = rt.settings.with_(auth="token", tokens_file=str(tokens))
-    with TestClient(create_app(rt, drive_dispatcher=False)) as client:
+def test_services_needs_an_admin(rt: Runtime, tmp_path: Path) -> None:
+    with TestClient(create_app(with_tokens(rt, tmp_path), drive_dispatcher=False)) as client:
         assert client.get(f"{BASE}/services").status_code == 401
-        assert client.get(f"{BASE}/services", headers={"X-Auth-Token": TOK_A}).json() == {
-            "services": []}
+        # A member of the tenant is not shown the engine's hosts and pids.
+        r = client.get(f"{BASE}/services", headers={"X-Auth-Token": TOK_A})
+        assert r.status_code == 403
+        assert r.json()["error"]["message"] == "You are not authorized to use service:index."
+        assert client.get(f"{BASE}/services", headers=ADMIN).json() == {"services": []}
 
 
 def test_cli_services(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
