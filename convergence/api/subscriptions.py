@@ -9,6 +9,11 @@ events as one of the engine's observers). The routes call the subscription use c
 subscription; ``GET`` lists or reads, ``DELETE`` removes (204). The secret is write-only: no
 answer contains it and nothing logs it. A tenant sees its own subscriptions only (another
 tenant's id answers 404, as an unknown one).
+
+A URL that names an address webhooks may not reach (loopback, private, link-local...) is a
+400 that says why; a tenant that holds ``max_subscriptions_per_tenant`` subscriptions already
+is answered 400 ``RequestLimitExceeded`` (Heat's answer to a tenant over its stack limit), and
+nothing is stored. Delivery checks every connection again (``services.webhook_client``).
 """
 
 from __future__ import annotations
@@ -62,7 +67,10 @@ async def create_subscription(request: Request, tenant_id: str,
                               rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     body = bodies.parse_json(await request.body())
     url, events, stack_id, secret = _parse(body)
-    sub = webhooks.create_subscription(rt, tenant_id, url, events, stack_id, secret)
+    try:
+        sub = webhooks.create_subscription(rt, tenant_id, url, events, stack_id, secret)
+    except webhooks.SubscriptionLimitReached as exc:
+        raise ApiError(400, "RequestLimitExceeded", str(exc)) from None
     return {"subscription": view(sub)}
 
 

@@ -188,6 +188,7 @@ class Events(Protocol):
 class Webhooks(Protocol):
     """Notification webhooks: subscriptions, and deliveries fanned out to them."""
 
+    def count_subscriptions(self, tenant: str, *, lock: bool = False) -> int: ...
     def insert_subscription(self, sub_id: str, tenant: str, url: str, events: Sequence[str],
                             stack_id: str | None, secret: str) -> SubscriptionView: ...
     def subscriptions(self, tenant: str | None = None, *,

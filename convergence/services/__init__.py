@@ -24,7 +24,9 @@ Modules, by what they hold:
 - :mod:`~convergence.services.inputs`: what a stack was made from (descriptions, parameters).
 - :mod:`~convergence.services.pages`: the stack list's filters, order and pages.
 - :mod:`~convergence.services.preview`: what a create or an update would do.
-- :mod:`~convergence.services.webhooks`: subscriptions and the delivery of notifications.
+- :mod:`~convergence.services.webhooks`: subscriptions and the delivery of notifications;
+  :mod:`~convergence.services.webhook_destinations`, the addresses they may reach, and
+  :mod:`~convergence.services.webhook_client`, the client that connects only to those.
 - :mod:`~convergence.services.operations`: health, figures and the service list.
 - :mod:`~convergence.services.heat_shapes`: Heat's answer shapes the use cases build
   (validate's parameters, the merged environment, the export blob).

@@ -22,6 +22,15 @@ Everything goes through the store, so a crash loses nothing:
    body's ``event_id``), stable across attempts. ``X-Signature: sha256=<hex>`` is the
    HMAC-SHA256 of the exact body bytes keyed with the subscription's secret.
 
+What a tenant may reach: a URL whose host is an IP literal of a refused kind (loopback,
+private, link-local, metadata...: ``services.webhook_destinations``) is refused when the
+subscription is created, and every connection is checked again on the addresses it goes to
+(``services.webhook_client``), unless ``webhook_allowed_networks`` trusts them. A failed
+attempt stores a class of failure (``HTTP 503``, ``timed out``, ``connection failed``,
+``destination not allowed``), never the connection's words. A tenant holds at most
+``max_subscriptions_per_tenant`` subscriptions, counted under a lock of the tenant's
+subscriptions, so that two creates at once cannot both take the last place.
+
 Who runs it: with no broker, the API process's :class:`Deliverer` thread delivers itself; with
 a broker, that thread only fans out and sends a :data:`TASK_NAME` task when something is due,
 and a Celery worker delivers (several senders are harmless: claims are atomic).
@@ -43,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from convergence.background import Loop
+from convergence.errors import ConvergenceError, InvalidParameter
 from convergence.ports.store import Store
 from convergence.ports.views import (
     DeliveryView,
@@ -51,6 +61,8 @@ from convergence.ports.views import (
     StackView,
     SubscriptionView,
 )
+from convergence.services import webhook_client
+from convergence.services.webhook_destinations import Destinations, networks
 from convergence.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,18 +75,53 @@ STACK_TYPE = "OS::Heat::Stack"
 PHASES = {"IN_PROGRESS": "start", "COMPLETE": "end", "FAILED": "error"}
 CLAIM_SECONDS = 60.0  # a claimed delivery is not sent by anyone else for this long
 BATCH = 50
-TIMEOUT_SECONDS = 10.0
+TIMEOUT_SECONDS = webhook_client.TIMEOUT_SECONDS
 MAX_BACKOFF_SECONDS = 3600.0
 _EVENT_NAMESPACE = uuid.UUID("6f1c2a53-2b8e-4d55-9a57-0c2f4e0f9b11")
 
 
 # Subscriptions -------------------------------------------------------------------------------
 
+class SubscriptionLimitReached(ConvergenceError):
+    """The tenant holds ``limit`` subscriptions already (Heat's words for its stacks)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"You have reached the maximum subscriptions per tenant, {limit}. "
+                         "Please delete some subscriptions.")
+        self.limit = limit
+
+
+def check_url(settings: Settings, url: str) -> None:
+    """InvalidParameter("url") unless ``url`` is an http(s) URL with a host, and that host,
+    when it is an IP literal, is an address webhooks may reach."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in webhook_client.SCHEMES or not parsed.host:
+        raise InvalidParameter("url", "'url' must be an http or https URL.")
+    refused = Destinations.from_settings(settings).host_refusal(parsed.host)
+    if refused is not None:
+        address, why = refused
+        raise InvalidParameter(
+            "url", f"'url' names {address}, a {why} address: webhooks are not delivered to "
+            "loopback, private, link-local, multicast, reserved or other addresses that are "
+            "not global, unless the operator allows their network.")
+
+
 def create_subscription(rt: Runtime, tenant: str, url: str, events: Sequence[str],
                         stack_id: str | None, secret: str) -> SubscriptionView:
     """Subscribe ``url`` to the tenant's stack events of the types ``events`` names (exact
-    names or globs: :func:`valid_pattern`), of one stack or (``stack_id`` None) all."""
+    names or globs: :func:`valid_pattern`), of one stack or (``stack_id`` None) all.
+
+    InvalidParameter when the URL is not one to deliver to (:func:`check_url`);
+    SubscriptionLimitReached when the tenant holds ``max_subscriptions_per_tenant`` already
+    (counted with the tenant's subscriptions locked: two creates at once take turns)."""
+    check_url(rt.settings, url)
+    limit = rt.settings.max_subscriptions_per_tenant
     with rt.store.begin() as tx:
+        if limit > 0 and tx.count_subscriptions(tenant, lock=True) >= limit:
+            raise SubscriptionLimitReached(limit)
         return tx.insert_subscription(str(uuid.uuid4()), tenant, url, list(events), stack_id,
                                       secret)
 
@@ -185,17 +232,27 @@ def fan_out(store: Store) -> int:
 
 
 def send_one(client: httpx.Client, delivery: DeliveryView, sub: SubscriptionView) -> str:
-    """POST one delivery; returns "" when the receiver took it (2xx), else the error."""
+    """POST one delivery; returns "" when the receiver took it (2xx), else the class of
+    failure stored on it (``HTTP 503``, ``timed out``...: ``webhook_client``), never the
+    connection's own words, which go to this process's log only. The answer's body is not
+    read."""
     body = encode(delivery.body)
     headers = {"Content-Type": "application/json", "X-Event-Id": delivery.event_id,
                "X-Event-Type": delivery.event_type, "X-Signature": signature(sub.secret, body)}
     try:
-        response = client.post(sub.url, content=body, headers=headers)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"[:500]
-    if 200 <= response.status_code < 300:
-        return ""
-    return f"HTTP {response.status_code}"
+        with client.stream("POST", sub.url, content=body, headers=headers) as response:
+            status = response.status_code
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        error = webhook_client.failure_class(exc)
+        log.info("webhook delivery %s to subscription %s: %s (%s: %s)", delivery.event_id,
+                 sub.id, error, type(exc).__name__, exc)
+        return error
+    return "" if 200 <= status < 300 else f"HTTP {status}"
+
+
+def delivery_client(settings: Settings) -> httpx.Client:
+    """The client deliveries are sent with: it connects only where ``settings`` allow."""
+    return webhook_client.client(Destinations.from_settings(settings))
 
 
 def deliver_due(store: Store, settings: Settings, client: httpx.Client | None = None,
@@ -203,7 +260,7 @@ def deliver_due(store: Store, settings: Settings, client: httpx.Client | None = 
     """Fan out, then attempt every due delivery (up to ``limit``); returns attempts made."""
     fan_out(store)
     own = client is None
-    http = client if client is not None else httpx.Client(timeout=TIMEOUT_SECONDS)
+    http = client if client is not None else delivery_client(settings)
     try:
         with store.begin() as tx:
             claimed = tx.claim_deliveries(CLAIM_SECONDS, limit)
@@ -256,7 +313,7 @@ class Deliverer(Loop):
 
 def local_step(store: Store, settings: Settings) -> Callable[[], object]:
     """Embedded mode: this process delivers."""
-    client = httpx.Client(timeout=TIMEOUT_SECONDS)
+    client = delivery_client(settings)
     return lambda: deliver_due(store, settings, client)
 
 
@@ -273,14 +330,17 @@ def celery_step(store: Store, send: Callable[[], object]) -> Callable[[], object
 # The Celery task -----------------------------------------------------------------------------
 
 def task_kwargs(settings: Settings) -> dict[str, Any]:
-    """The sender's delivery settings, carried in the task: a worker applies the backoff and
-    attempt limit of the API process that sent it, not its own environment's."""
+    """The sender's delivery settings, carried in the task: a worker applies the backoff,
+    attempt limit and allowed networks of the API process that sent it, not its own
+    environment's (the operator configures webhooks in one place)."""
     return {"backoff_seconds": settings.webhook_backoff_seconds,
-            "max_attempts": settings.webhook_max_attempts}
+            "max_attempts": settings.webhook_max_attempts,
+            "allowed_networks": list(settings.webhook_allowed_networks)}
 
 
 def deliver_task(store: Store, settings: Settings, backoff_seconds: float | None = None,
-                 max_attempts: int | None = None) -> int:
+                 max_attempts: int | None = None,
+                 allowed_networks: Sequence[str] | None = None) -> int:
     """The body of the :data:`TASK_NAME` task (run by ``convergence.workers``, with the
     worker's store and settings): deliver what is due, from this worker, with the sender's
     settings (:func:`task_kwargs`) when given, else this worker's."""
@@ -288,4 +348,7 @@ def deliver_task(store: Store, settings: Settings, backoff_seconds: float | None
         settings = settings.with_(webhook_backoff_seconds=float(backoff_seconds))
     if max_attempts is not None:
         settings = settings.with_(webhook_max_attempts=int(max_attempts))
+    if allowed_networks is not None:
+        settings = settings.with_(webhook_allowed_networks=tuple(
+            str(n) for n in networks(allowed_networks)))
     return deliver_due(store, settings)

@@ -4,13 +4,18 @@ Callers: composed into ``transactions.Tx``; reached through the ports' ``Webhook
 by ``convergence.services.webhooks`` (fan-out: stack-level events become deliveries, each
 subscription's cursor moved past them in the same transaction; delivery: due rows claimed by a
 compare-and-swap on their due time) and the subscriptions API (``convergence.api``).
+
+A tenant's subscriptions are counted under a lock of their own (:meth:`count_subscriptions`),
+so that the cap on them holds when two creates run at once: on PostgreSQL a transaction-level
+advisory lock keyed by the tenant (row locks cannot stop a row that is not there yet from
+being inserted); SQLite's writers take turns already (``BEGIN IMMEDIATE``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, text, update
 
 from convergence.ports.views import (
     DeliveryView,
@@ -33,9 +38,22 @@ from convergence.store.rows import (
     subscription_view,
 )
 
+# The advisory lock's first key ("subs" in ASCII); the second is the tenant's hash.
+_SUBSCRIPTIONS_LOCK = 0x73756273
+
 
 class WebhookQueries(TxPart):
     # subscriptions ------------------------------------------------------------------------
+    def count_subscriptions(self, tenant: str, *, lock: bool = False) -> int:
+        """How many subscriptions ``tenant`` holds. ``lock``: first wait for, then hold until
+        the transaction ends, the tenant's subscriptions lock, so that a count followed by an
+        insert is not raced by another transaction doing the same."""
+        if lock and dialect.is_postgres(self.conn):
+            self.conn.execute(text("SELECT pg_advisory_xact_lock(:space, hashtext(:tenant))"),
+                              {"space": _SUBSCRIPTIONS_LOCK, "tenant": tenant})
+        return int(self.conn.execute(select(func.count()).select_from(T_SUB)
+                                     .where(T_SUB.c.tenant == tenant)).scalar_one())
+
     def insert_subscription(self, sub_id: str, tenant: str, url: str, events: Sequence[str],
                             stack_id: str | None, secret: str) -> SubscriptionView:
         """A new subscription; it is notified of events committed from now on only."""

@@ -37,8 +37,9 @@ def make_worker_app(settings: Settings) -> Celery:
     def execute(work_json: dict[str, Any], attempt: int = 0) -> None:
         life.execute(work_json, attempt)
 
-    def deliver(backoff_seconds: float | None = None, max_attempts: int | None = None) -> int:
-        return life.deliver_webhooks(backoff_seconds, max_attempts)
+    def deliver(backoff_seconds: float | None = None, max_attempts: int | None = None,
+                allowed_networks: list[str] | None = None) -> int:
+        return life.deliver_webhooks(backoff_seconds, max_attempts, allowed_networks)
 
     app.task(name=TASK_NAME, shared=False)(execute)
     app.task(name=webhooks.TASK_NAME, shared=False)(deliver)  # notification webhooks

@@ -196,11 +196,13 @@ class WorkerProcess:
                     stopping=engine.stopping.is_set)
 
     def deliver_webhooks(self, backoff_seconds: float | None = None,
-                         max_attempts: int | None = None) -> int:
+                         max_attempts: int | None = None,
+                         allowed_networks: list[str] | None = None) -> int:
         """The ``convergence.webhooks.deliver`` task: deliver the notifications that are due,
         with the sender's delivery settings when given (``webhooks.task_kwargs``)."""
         rt = self.steps().runtime
-        return webhooks.deliver_task(rt.store, rt.settings, backoff_seconds, max_attempts)
+        return webhooks.deliver_task(rt.store, rt.settings, backoff_seconds, max_attempts,
+                                     allowed_networks)
 
     # This process's runtime ----------------------------------------------------------------
 

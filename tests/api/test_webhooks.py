@@ -2,7 +2,9 @@
 
 The app is served with uvicorn on a thread (``tests.api.test_stream.serve``) over an embedded
 runtime, so its webhook deliverer thread runs; a receiver on loopback (``http.server`` on a
-thread) answers 500 to the first two attempts of every event and 200 to the third.
+thread) answers 500 to the first two attempts of every event and 200 to the third. Loopback is
+not a destination webhooks reach by default: the runtime trusts it explicitly
+(:data:`LOOPBACK`, ``webhook_allowed_networks``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from convergence.settings import Settings
 from tests.api.test_stream import TEMPLATE, serve
 
 SECRET = "s3cret-for-tests"
+LOOPBACK = ("127.0.0.0/8",)  # the allowed networks of a runtime that delivers to the receiver
 FAILURES = 2  # answers 500 this many times per event id, then 200
 
 
@@ -89,7 +92,8 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
     yield open_runtime(Settings(database_url=f"sqlite:///{tmp_path / 'hooks.db'}",
-                                webhook_backoff_seconds=0.05, webhook_max_attempts=5))
+                                webhook_backoff_seconds=0.05, webhook_max_attempts=5,
+                                webhook_allowed_networks=LOOPBACK))
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ tries of every event and 200 to the third.
 The workers' environment is the cluster's (a backoff of 1s, 8 attempts) and they cannot be
 restarted, so the delivery settings given to the API process (``CONVERGENCE_WEBHOOK_*``) reach
 them in the task's payload: each test starts an API process of its own, since the settings are
-the sending process's.
+the sending process's. The receiver is on loopback, which webhooks reach only when the operator
+allows it: the API process is told to (``CONVERGENCE_WEBHOOK_ALLOWED_NETWORKS``), and its
+workers deliver under the networks the task carries.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.integration.conftest import ApiProcess, Cluster, run_api
 __all__ = ["receiver"]  # the fixture, imported to be used here
 
 WAIT_SECONDS = 60.0
+LOOPBACK = "127.0.0.0/8"
 END = "orchestration.stack.create.end"
 
 
@@ -45,7 +48,8 @@ def api(cluster: Cluster) -> Iterator[ApiProcess]:
     """An API process whose deliveries retry after 0.05s, 0.1s ... up to 5 attempts."""
     with run_api(cluster, f"hooks-{uuid.uuid4().hex[:6]}",
                  CONVERGENCE_WEBHOOK_BACKOFF_SECONDS="0.05",
-                 CONVERGENCE_WEBHOOK_MAX_ATTEMPTS="5") as server:
+                 CONVERGENCE_WEBHOOK_MAX_ATTEMPTS="5",
+                 CONVERGENCE_WEBHOOK_ALLOWED_NETWORKS=LOOPBACK) as server:
         yield server
 
 
@@ -123,7 +127,8 @@ def test_the_api_processes_attempt_limit_reaches_the_worker(
     mine = tenant()
     with run_api(cluster, f"hooks-2-{uuid.uuid4().hex[:6]}",
                  CONVERGENCE_WEBHOOK_BACKOFF_SECONDS="0.05",
-                 CONVERGENCE_WEBHOOK_MAX_ATTEMPTS="2") as two, \
+                 CONVERGENCE_WEBHOOK_MAX_ATTEMPTS="2",
+                 CONVERGENCE_WEBHOOK_ALLOWED_NETWORKS=LOOPBACK) as two, \
             httpx.Client(base_url=two.url, timeout=httpx.Timeout(20.0)) as c:
         sub = subscribe(c, receiver.url, tenant=mine, events=[END])
         create(c, mine, "given-up")
