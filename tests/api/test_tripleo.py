@@ -1,5 +1,8 @@
 """The TripleO example (``examples/tripleo``) as an operator drives it, against a real
-``convergence api`` process whose servers' agents run in the simulated cloud.
+``convergence api`` process whose servers' agents run in the simulated cloud. That cloud
+simulates the script runs, as it does by default: each output is derived from its
+deployment's name and inputs (``convergence.simcloud.agent_hooks.simulated_value``), so the
+values still flow down the chain and change with the ``version``.
 
 Created, then a new ``version``: exactly the chained deployments run again (the database's,
 whose output feeds the API's, whose output feeds the computes'), nothing else is updated; the
@@ -19,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from convergence.simcloud.agent_hooks import simulated_value
 from convergence.simcloud.client import SimControl
 from convergence.simcloud.seed import Seed, default_quota
 from convergence.simcloud.serve import clouds_yaml
@@ -62,6 +66,17 @@ def outputs(stack: dict[str, Any]) -> dict[str, Any]:
     return {o["output_key"]: o["output_value"] for o in stack["outputs"]}
 
 
+def chain(version: str, tuning: str = "balanced") -> dict[str, str]:
+    """What the simulated runs give the chain: the database's connection feeds the API's
+    endpoint, which feeds each compute's state."""
+    database = simulated_value("10_database", "connection", {"version": version})
+    api = simulated_value("20_api", "endpoint",
+                          {"version": version, "database_connection": database})
+    state = simulated_value("30_compute", "state",
+                            {"version": version, "api_endpoint": api, "tuning": tuning})
+    return {"database_connection": database, "api_endpoint": api, "state": state}
+
+
 def paused(client: httpx.Client) -> dict[str, str]:
     """The compute deployments paused on their hook: member name -> its nested stack."""
     listed = client.get("/stacks/overcloud/resources", params={"nested_depth": 2}).json()
@@ -85,11 +100,11 @@ def test_a_version_upgrade_rolls_through_compute_node_by_node(
         assert made.status_code == 201, made.text
         stack = settled(client)
         assert stack["stack_status"] == "CREATE_COMPLETE", stack["stack_status_reason"]
-        out = outputs(stack)
-        assert out["database_connection"].endswith("release=17.1")
+        out, expected = outputs(stack), chain("17.1")
+        assert out["database_connection"] == expected["database_connection"]
+        assert out["api_endpoint"] == expected["api_endpoint"]
         assert set(out["compute_states"]) == {f"compute-{i}" for i in range(4)}
-        assert all(v == "17.1:balanced:http://api/v2.1?release=17.1"
-                   for v in out["compute_states"].values())
+        assert all(v == expected["state"] for v in out["compute_states"].values())
         created = control.agent_runs()
         assert sorted(r.name for r in created) == ["10_database", "20_api"] + \
             ["30_compute"] * 4
@@ -121,9 +136,9 @@ def test_a_version_upgrade_rolls_through_compute_node_by_node(
         assert stack["stack_status"] == "UPDATE_COMPLETE", stack["stack_status_reason"]
         assert set(cleared) == {f"compute-{i}" for i in range(4)}
         assert most_paused <= 2  # a batch at a time
-        out = outputs(stack)
-        assert all(v == "18.0:balanced:http://api/v2.1?release=18.0"
-                   for v in out["compute_states"].values())
+        out, expected = outputs(stack), chain("18.0")
+        assert out["database_connection"] == expected["database_connection"]
+        assert all(v == expected["state"] for v in out["compute_states"].values())
 
         runs = control.agent_runs(since=mark)
         assert [r.name for r in runs[:2]] == ["10_database", "20_api"]
