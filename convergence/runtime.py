@@ -9,6 +9,7 @@ notifier and webhook deliverer, the app owns: ``convergence.api.app``).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -35,6 +36,8 @@ from convergence.store.entity_tables import SqlEntityTables
 from convergence.store.migrate import ensure_schema
 from convergence.store.transactions import Store
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Runtime:
@@ -52,14 +55,24 @@ class Runtime:
         return self.dispatcher if isinstance(self.dispatcher, InProcessDispatcher) else None
 
 
-def _embedded_cloud(settings: Settings) -> Callable[[], Mapping[str, str]]:
-    """The embedded mode's cloud when none is configured: a simulated one, started in this
-    process on first use, kept beside the embedded database (or in a temporary folder)."""
+def _embedded_cloud(settings: Settings, said: Callable[[str], None] | None,
+                    ) -> Callable[[], Mapping[str, str]]:
+    """The embedded command line's cloud when none is configured: a simulated one, started
+    in this process on first use, kept beside the embedded database (or in a temporary
+    folder), and said so (``said``). Only a person's own command line asks for it
+    (``open_runtime(simulated_cloud=True)``); a server process never starts one."""
     def start() -> Mapping[str, str]:
         from convergence.simcloud import embedded
 
-        folder = sqlite_folder(settings.database_url) or tempfile.mkdtemp()
-        return embedded.start(Path(folder) / "simcloud").environ
+        folder = Path(sqlite_folder(settings.database_url) or tempfile.mkdtemp()) / "simcloud"
+        started = embedded.start(folder)
+        message = (f"No cloud is configured (OS_CLOUD): the resources that need one are made "
+                   f"in a simulated cloud served by this command, kept in {folder}. Set "
+                   f"OS_CLOUD to use a real cloud.")
+        log.info(message)
+        if said is not None:
+            said(message)
+        return started.environ
 
     return start
 
@@ -77,9 +90,14 @@ def _with_observer(sweep: Periodic, observer: Observer) -> Periodic:
 def open_runtime(settings: Settings, *, clock: Clock | None = None,
                  registry: PluginRegistry | None = None, dispatcher: Dispatcher | None = None,
                  migrate: bool = True, environ: Mapping[str, str] | None = None,
+                 simulated_cloud: bool = False, said: Callable[[str], None] | None = None,
                  **dispatch_options: Any) -> Runtime:
     """The runtime of one entry point. ``environ``: where the plugins read their own settings
-    (the cloud: ``OS_CLOUD``...); the process's environment unless given."""
+    (the cloud: ``OS_CLOUD``...); the process's environment unless given.
+    ``simulated_cloud``: with no cloud configured and no broker, start a simulated cloud in
+    this process on first use (the embedded command line, for a person's own use; ``said``
+    tells the person). Server processes (``convergence api``, ``convergence worker``) never
+    ask for one: a template needing a cloud is refused at acceptance instead."""
     clock = clock or SystemClock()
     db = make_engine(settings.database_url)
     if migrate:
@@ -92,7 +110,8 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     software = SoftwareService()  # software configs, deployments and signed URLs
     registry = (registry or PluginRegistry.from_entry_points()).bind(
         PluginHost(now=clock.now, entity_tables=SqlEntityTables(db), environ=environ,
-                   fallback_cloud=_embedded_cloud(settings) if settings.embedded else None,
+                   fallback_cloud=_embedded_cloud(settings, said)
+                   if simulated_cloud and settings.embedded else None,
                    stacks=children, software=software))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id,

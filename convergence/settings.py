@@ -34,6 +34,11 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
 ``CONVERGENCE_TOKENS_FILE``   token mode: YAML/JSON mapping token -> {project, roles}
 ``CONVERGENCE_POLICY_FILE``   the API's policy: a Heat policy.yaml/json whose rules override the
                               defaults (Heat's; ``convergence.api.policies``); unset: the defaults
+``CONVERGENCE_PROJECT_CLOUDS`` token mode: ``project=cloud,...``, the ``clouds.yaml`` entries
+                              each project's stacks reach (the first its default); a project
+                              with none reaches no cloud (``convergence.services.credentials``)
+``CONVERGENCE_STACK_CLOUDS``  noauth and keystone modes: clouds a request may name besides
+                              the default one (an admin may name any)
 ``CONVERGENCE_KEYSTONE_URL``  keystone mode: the Keystone endpoint (``/v3`` is added)
 ``CONVERGENCE_KEYSTONE_SERVICE_TOKEN`` keystone mode: this service's token, to validate others
 ``CONVERGENCE_WEBHOOK_BACKOFF_SECONDS`` webhooks: first retry delay (doubles); default 1
@@ -116,6 +121,9 @@ class Settings:
     max_subscriptions_per_tenant: int = 100
     # Worker heartbeats (convergence.workers.heartbeat): a worker is up while its last
     # heartbeat is younger than three of these.
+    # Token mode: the clouds (``clouds.yaml`` entries) of each project, its first the one its
+    # stacks use unless they name another of them; a project with none reaches no cloud.
+    project_clouds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     heartbeat_seconds: float = 5.0
     # A worker told to stop: how long the steps in hand have to reach their commit point;
     # ``convergence api`` told to stop: how long requests in flight have to finish.
@@ -200,6 +208,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
         action_retry_limit=int(get("ACTION_RETRY_LIMIT") or 5),
         max_nested_depth=int(get("MAX_NESTED_DEPTH") or 5),
+def project_clouds(value: str | None) -> dict[str, tuple[str, ...]]:
+    """``CONVERGENCE_PROJECT_CLOUDS``: ``project=cloud`` pairs, comma-separated; a project
+    named twice has several clouds, the first its default."""
+    found: dict[str, tuple[str, ...]] = {}
+    for item in (value or "").split(","):
+        if not item.strip():
+            continue
+        project, sep, cloud = (part.strip() for part in item.partition("="))
+        if not sep or not project or not cloud:
+            raise ValueError(f"{_PREFIX}PROJECT_CLOUDS: {item.strip()!r} is not project=cloud")
+        if cloud not in found.get(project, ()):
+            found[project] = (*found.get(project, ()), cloud)
+    return found
+
+
         max_tree_resources=int(get("MAX_TREE_RESOURCES") or 0),
         observe_seconds=_seconds(get("OBSERVE_SECONDS")),
         observe_per_pass=int(get("OBSERVE_PER_PASS") or 100),
@@ -225,3 +248,4 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         public_url=(get("PUBLIC_URL") or DEFAULT_PUBLIC_URL).rstrip("/"),
         signing_key=get("SIGNING_KEY"),
     )
+        project_clouds=project_clouds(get("PROJECT_CLOUDS")),

@@ -45,7 +45,7 @@ def api_process(folder: Path, database: str = "api.db",
             env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 90  # a loaded machine starts it slowly
             while True:
                 try:
                     if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:

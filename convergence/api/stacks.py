@@ -26,7 +26,8 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from convergence.api import event_params, resource_list, stream, views
-from convergence.api.auth import Identity, require_auth
+from convergence.api.auth import require_auth
+from convergence.api.credentials import credentials, delegation
 from convergence.api.errors import ApiError
 from convergence.api.policy import check_types, rule
 from convergence.api.requests import (
@@ -50,7 +51,6 @@ from convergence.api.requests import (
 )
 from convergence.errors import Conflict, NotFound
 from convergence.heat_fields import output_items
-from convergence.plugins.base import DEFAULT_SCOPE, CloudScope, Delegation
 from convergence.ports.pages import EventQuery, ResourceQuery
 from convergence.ports.views import StackView
 from convergence.runtime import Runtime
@@ -85,8 +85,8 @@ def create_stack(request: Request, tenant_id: str,
             environments=environments(body, files), parameters=mapping(body, "parameters"),
             timeout_mins=timeout_mins(body),
             disable_rollback=flag(body.get("disable_rollback"), False),
-            observe=flag(body.get("observe"), False), scope=stack_scope(request, rt, body),
-            caller=delegation(request, tenant_id))
+            observe=flag(body.get("observe"), False),
+            **credentials(request, rt, tenant_id, body).create_options())
     except Conflict as exc:
         raise ApiError(409, "StackExists", str(exc)) from None
     wake(request)
@@ -124,7 +124,8 @@ def _update(request: Request, stack: StackView, rt: Runtime, body: Mapping[str, 
             disable_rollback=optional_flag(body, "disable_rollback"),
             expected_generation=expected,
             converge=bool(optional_flag(body, "converge")),
-            observe=optional_flag(body, "observe"))
+            observe=optional_flag(body, "observe"),
+            **credentials(request, rt, stack.tenant).update_options())
     except ValueError as exc:
         if isinstance(exc, TemplateError):
             raise
@@ -264,35 +265,6 @@ def lookup_stack_path(request: Request, tenant_id: str, name_or_id: str, rest: s
         raise ApiError(404, "NotFound", f"No such endpoint: {request.method} "
                        f"{request.url.path}")
     raise lookup_redirect(request, rt, tenant_id, name_or_id)
-
-
-def stack_scope(request: Request, rt: Runtime, body: Mapping[str, Any]) -> CloudScope:
-    """The cloud a new stack's body names (``cloud``: a ``clouds.yaml`` entry; absent: the
-    engine's own): one of ``CONVERGENCE_STACK_CLOUDS``, or any for an admin."""
-    cloud = body.get("cloud")
-    if cloud is None:
-        return DEFAULT_SCOPE
-    if not isinstance(cloud, str) or not cloud:
-        raise bad_request("'cloud' must be the name of a cloud.")
-    identity: Identity | None = getattr(request.state, "identity", None)
-    if cloud not in rt.settings.stack_clouds and not (identity and identity.is_admin):
-        raise ApiError(403, "Forbidden", f"You are not authorized to put a stack in cloud "
-                                         f"{cloud!r}.")
-    return CloudScope(cloud=cloud)
-
-
-def delegation(request: Request, tenant_id: str) -> Delegation | None:
-    """What a caller Keystone authenticated hands the engine, so that the stack's resources
-    are the caller's project's (None: not in keystone mode, or an admin acting for another
-    project, whose stack uses the engine's own credentials)."""
-    authenticator = getattr(request.app.state, "authenticator", None)
-    identity: Identity | None = getattr(request.state, "identity", None)
-    token = request.headers.get("x-auth-token")
-    if getattr(authenticator, "mode", None) != "keystone" or identity is None or not token \
-            or identity.project != tenant_id or identity.user is None:
-        return None
-    return Delegation(token=token, project_id=identity.project, user_id=identity.user,
-                      role_ids=identity.role_ids)
 
 
 # Validation ------------------------------------------------------------------------------------

@@ -62,7 +62,10 @@ class CliState:
         if self._runtime is None:
             from convergence.runtime import open_runtime
 
-            rt = open_runtime(self.settings())
+            # The embedded command line is a person's own: with no cloud configured, it
+            # serves a simulated one in-process on first use, and says so on stderr.
+            rt = open_runtime(self.settings(), simulated_cloud=True,
+                              said=lambda message: click.echo(message, err=True))
             self._runtime = rt
             click.get_current_context().find_root().call_on_close(rt.store.engine.dispose)
         return self._runtime

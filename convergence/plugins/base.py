@@ -131,8 +131,20 @@ class CloudScope:
     cloud: str | None = None
     trust_id: str | None = None
 
+    @property
+    def cloudless(self) -> bool:
+        """The stack reaches no cloud: its project has no credentials of its own
+        (:data:`NO_CLOUD`)."""
+        return self.cloud == NO_CLOUD
+
 
 DEFAULT_SCOPE = CloudScope()
+# The ``cloud`` of a stack whose project has no cloud credentials of its own (token mode with
+# no cloud mapped to the project; keystone mode when no trust into the project could be
+# made): its resources that need a cloud are refused at acceptance, and fail if they ever
+# reach a step; the engine's own credentials are never used in its place. Not a name a
+# ``clouds.yaml`` entry can be given by the API (one that starts with "<" is refused there).
+NO_CLOUD = "<none>"
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,19 @@ class PluginRegistry:
             if release is not None:
                 release(scope)
 
+    def cloud_problem(self, type_name: str, scope: CloudScope) -> str | None:
+        """Why a resource of ``type_name`` could not reach its cloud in a stack of ``scope``
+        (None: it can, or it needs none): asked of the backends its plugin declared that
+        reach a cloud (those with a ``cloud_problem``)."""
+        plugin = self._plugins.get(type_name)
+        declared: Mapping[str, Any] = getattr(plugin, "backends", {}) if plugin else {}
+        for name in declared:
+            problem = getattr(self.backends.get(name), "cloud_problem", None)
+            found = problem(scope) if problem is not None else None
+            if found:
+                return str(found)
+        return None
+
     def scope_problem(self, scope: CloudScope) -> str | None:
         """Why a stack could not use ``scope`` (a cloud no backend knows), or None."""
         for backend in self.backends.values():

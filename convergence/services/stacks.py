@@ -13,24 +13,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from convergence.engine.context import scope_of
 from convergence.engine.traversals import begin_rollback, begin_traversal, stop_traversal
 from convergence.engine.trusts import release_trust
-from convergence.errors import CloudRefused, Conflict, NotFound, PreconditionFailed
-from convergence.plugins.base import (
-    DEFAULT_SCOPE,
-    CloudScope,
-    Delegation,
-    ResourceFailure,
-    RetryLater,
-)
+from convergence.errors import Conflict, NotFound, PreconditionFailed
+from convergence.plugins.base import DEFAULT_SCOPE, CloudScope, Delegation
 from convergence.ports.store import Tx
 from convergence.ports.views import NewEvent, RecordView, StackView, TemplateContent
 from convergence.ports.work import PLAN, Work
 from convergence.services.admission import check_stack_name
+from convergence.services.credentials import delegated_scope
 from convergence.services.heat_shapes import current_records, export_blob
 from convergence.services.queries import locked_stack, stack_or_404
 from convergence.services.templates import (
@@ -98,23 +93,25 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
                  parameters: Mapping[str, Any] | None = None, timeout_mins: int | None = None,
                  disable_rollback: bool = False, observe: bool = False,
                  scope: CloudScope = DEFAULT_SCOPE,
-                 caller: Delegation | None = None) -> StackView:
+                 caller: Delegation | None = None, delegated: bool = False) -> StackView:
     """Accept a new stack: generation 1, CREATE_IN_PROGRESS committed before returning.
 
     Unless ``disable_rollback``, a failed create is rolled back (everything it made deleted).
     ``observe``: the stack opts in to the observer (``convergence.engine.observer``).
     ``scope``: the cloud its resources live in (kept for the stack's life; its custom
-    constraints are checked against that cloud). ``caller``: a caller Keystone authenticated:
-    the engine works in the caller's project through a trust the caller gives it now
-    (``CloudRefused`` if the cloud will not make it), deleted with the stack.
-    A name Heat would refuse is refused (TemplateError), as input over the size limits is.
+    constraints are checked against that cloud). ``delegated`` (keystone mode): the engine
+    works in the stack's project through a trust ``caller`` (a caller Keystone authenticated,
+    in that project) gives it now, deleted with the stack; with no caller, or a trust the
+    identity service refuses, the stack reaches no cloud (``convergence.services.
+    credentials``). A template needing a cloud the stack cannot reach is refused
+    (TemplateError), as a name Heat would refuse is, and input over the size limits.
     """
     check_stack_name(name)
     check_scope(rt, scope)
     content = template_content(template, files, environments, parameters)
-    if caller is not None:
-        # First: the template is checked against what the caller's project holds.
-        scope = delegated(rt, scope, caller)
+    why = None
+    if delegated or caller is not None:
+        scope, why = delegated_scope(rt, scope, caller)
     stack_id = str(uuid.uuid4())
 
     def accepted(tx: Tx) -> tuple[StackView, str]:
@@ -136,7 +133,7 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
         return stack_or_404(tx, tenant, stack_id), traversal_id
 
     try:
-        accept(rt, content, scope)
+        accept(rt, content, scope, tenant=tenant, why=why)
         stack, traversal_id = rt.store.transact(accepted)
     except BaseException:
         if scope.trust_id is not None:  # nothing refers to the trust made for it
@@ -150,26 +147,21 @@ def create_stack(rt: Runtime, tenant: str, name: str, template: str, *,
     return stack
 
 
-def delegated(rt: Runtime, scope: CloudScope, caller: Delegation) -> CloudScope:
-    """``scope`` with the trust ``caller`` gives the engine (see :func:`create_stack`)."""
-    try:
-        return rt.registry.delegate(scope, caller)
-    except RetryLater as exc:
-        raise CloudRefused(f"The identity service cannot make the engine's trust now: {exc}",
-                           retryable=True) from None
-    except ResourceFailure as exc:
-        raise CloudRefused(f"The identity service refused the engine's trust: {exc}") \
-            from None
-
-
 def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None = None, *,
                  files: Mapping[str, str] | None = None, environments: Sequence[Any] | None = None,
                  parameters: Mapping[str, Any] | None = None, existing: bool = False,
                  timeout_mins: int | None = None,
                  clear_parameters: Sequence[str] = (), disable_rollback: bool | None = None,
                  expected_generation: int | None = None, converge: bool = False,
-                 observe: bool | None = None) -> StackView:
+                 observe: bool | None = None, scope: CloudScope | None = None,
+                 caller: Delegation | None = None, delegated: bool = False) -> StackView:
     """Accept an update; it supersedes whatever traversal is running.
+
+    Whose credentials the stack uses is kept, but for a stack that has none of its tenant's
+    yet (made before they were required, or with no resource that needed a cloud):
+    ``scope`` (token mode: the project's mapped cloud, or none) replaces the default cloud,
+    and ``delegated`` (keystone mode) makes the trust ``caller`` gives now (see
+    :func:`create_stack`), stored with the stack as this update is accepted.
 
     ``converge`` (Heat's ``converge: true``): the update converges with observed reality
     too: what vanished from the cloud is made again, what is in ERROR replaced, and what was
@@ -190,7 +182,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
     def requested(current: TemplateContent | None) -> TemplateContent:
         content = requested_content(current, template, files, environments, parameters,
                                     existing=existing, clear_parameters=clear_parameters)
-        accept(rt, content, scope_of(stack))
+        accept(rt, content, wanted_scope, tenant=tenant, why=why)
         return content
 
     with rt.store.read() as tx:
@@ -200,8 +192,48 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
     _refuse_nested(stack, "updated")
     _refuse_while_deleting(stack, "updated")
     _expect(stack, expected_generation)
-    content = requested(current)
-    stack_id = stack.id
+    wanted_scope, why = scope_of(stack), None
+    if scope is not None and wanted_scope == DEFAULT_SCOPE:
+        wanted_scope = scope
+    if (delegated or caller is not None) and wanted_scope.trust_id is None:
+        wanted_scope, why = delegated_scope(
+            rt, DEFAULT_SCOPE if wanted_scope.cloudless else wanted_scope, caller)
+    made = wanted_scope if wanted_scope.trust_id != stack.trust_id else None
+    try:
+        stack, traversal_id = _accept_update(rt, tenant, stack, requested, requested(current),
+                                             wanted_scope, timeout_mins=timeout_mins,
+                                             disable_rollback=disable_rollback,
+                                             observe=observe, existing=existing,
+                                             expected_generation=expected_generation,
+                                             converge=converge)
+    except BaseException:
+        if made is not None:
+            _release_quietly(rt, made, stack.name)
+        raise
+    if made is not None and stack.trust_id != made.trust_id:
+        _release_quietly(rt, made, stack.name)  # another request gave the stack its trust
+    start(rt, traversal_id)
+    return stack
+
+
+def _release_quietly(rt: Runtime, scope: CloudScope, name: str) -> None:
+    """Delete a trust nothing refers to (a refused request's): the refusal is what the
+    caller is told, not a failure to clean up after it."""
+    try:
+        rt.registry.release(scope)
+    except Exception:
+        log.warning("the trust made for a refused request on stack %s was not deleted", name,
+                    exc_info=True)
+
+
+def _accept_update(rt: Runtime, tenant: str, stack: StackView,
+                   requested: Callable[[TemplateContent | None], TemplateContent],
+                   content: TemplateContent, scope: CloudScope, *, timeout_mins: int | None,
+                   disable_rollback: bool | None, observe: bool | None, existing: bool,
+                   expected_generation: int | None, converge: bool) -> tuple[StackView, str]:
+    """The transaction of :func:`update_stack`: the stack locked, its new generation and
+    traversal, and the credentials it was given (when it had none of its own)."""
+    based_on, stack_id = stack.template_id, stack.id
 
     def accepted(tx: Tx) -> tuple[StackView, str]:
         stack = locked_stack(tx, tenant, stack_id)
@@ -217,6 +249,8 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
             changes["disable_rollback"] = disable_rollback
         if observe is not None:
             changes["observe"] = observe
+        if scope != scope_of(stack) and stack.trust_id is None:
+            changes.update(cloud=scope.cloud, trust_id=scope.trust_id)
         if changes:
             tx.update_stack(stack.id, **changes)
             stack = stack_or_404(tx, tenant, stack.id)
@@ -224,9 +258,7 @@ def update_stack(rt: Runtime, tenant: str, name_or_id: str, template: str | None
                                        observe=converge)
         return stack_or_404(tx, tenant, stack.id), traversal_id
 
-    stack, traversal_id = rt.store.transact(accepted)
-    start(rt, traversal_id)
-    return stack
+    return rt.store.transact(accepted)
 
 
 def delete_stack(rt: Runtime, tenant: str, name_or_id: str, *,

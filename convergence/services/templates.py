@@ -20,6 +20,7 @@ from convergence.plugins.registry import PluginRegistry
 from convergence.ports.store import Tx
 from convergence.ports.views import TemplateContent, template_id
 from convergence.services.admission import SizeLimits, check_content, check_sizes
+from convergence.services.credentials import refuse_cloudless
 from convergence.services.heat_shapes import describe_parameter
 from convergence.services.inputs import definition_parameters
 from convergence.template import (
@@ -149,15 +150,19 @@ def check_scope(rt: Runtime, scope: CloudScope) -> None:
         problems.raise_if_any()
 
 
-def accept(rt: Runtime, content: TemplateContent, scope: CloudScope = DEFAULT_SCOPE) -> None:
+def accept(rt: Runtime, content: TemplateContent, scope: CloudScope = DEFAULT_SCOPE, *,
+           tenant: str | None = None, why: str | None = None) -> None:
     """Refuse invalid input before anything is stored (raises TemplateError), input over the
-    size limits unparsed, and values the stack's cloud (``scope``) does not have where a
-    custom constraint names what they must be (a flavor, an image, a network...). The engine
-    of this process (embedded: the one that plans it) keeps what was built."""
+    size limits unparsed, values the stack's cloud (``scope``) does not have where a custom
+    constraint names what they must be (a flavor, an image, a network...), and resources that
+    need a cloud the stack cannot reach (``convergence.services.credentials``: ``tenant``'s
+    and ``why`` say what to do about it). The engine of this process (embedded: the one that
+    plans it) keeps what was built."""
     check_content(content, rt.settings)
     definition = build_definition(content, rt.registry,
                                   custom_constraints=rt.registry.custom_constraints(scope),
                                   max_nesting=rt.settings.max_nested_depth)
+    refuse_cloudless(rt, definition, scope, tenant, why)
     rt.engine.definitions.put(template_id(content), definition)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from openstack import exceptions as sdk_exceptions
 
 from convergence.plugins.base import (
+    NO_CLOUD,
     CloudScope,
     Delegation,
     PluginHost,
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 CLOUDS = "clouds"  # the backend's name in ``PluginContext.backends``
 ENVVARS = "envvars"  # openstacksdk's name of the cloud the ``OS_*`` variables describe
 TRUSTED_CONNECTIONS = 256  # connections by trust a process keeps (see ``Clouds``)
+NOT_CONFIGURED = ("no cloud is configured: set OS_CLOUD (a clouds.yaml entry) or the OS_* "
+                  "variables for the API and the workers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,7 @@ class Clouds:
         works in the caller's project, as the caller, after the caller's token expired. The
         caller's token is used for this one call and kept nowhere. With no cloud configured
         (the embedded mode's simulated one), there is no trust to make: ``scope`` as it is."""
-        if not self.configured:
+        if not self.configured or scope.cloudless:
             return scope
         conn = self.connection(CloudScope(cloud=scope.cloud))
         with translated("making a trust for the engine"):
@@ -158,10 +161,22 @@ class Clouds:
         template for a caller looks up (no trust is made for a look)."""
         return CallerClouds(self, caller)
 
+    def cloud_problem(self, scope: CloudScope) -> str | None:
+        """Why a stack of ``scope`` reaches no cloud at all (None: it may): its project has no
+        credentials (:data:`NO_CLOUD`), or it names the default cloud and this process has
+        none configured and no fallback. What acceptance refuses a template that needs a
+        cloud with, before anything is stored."""
+        if scope.cloudless:
+            return "its project has no cloud credentials"
+        if scope.cloud is None and self.default is None and self._fallback is None:
+            return NOT_CONFIGURED
+        return None
+
     def scope_problem(self, scope: CloudScope) -> str | None:
         """Why ``scope`` names no cloud this process can reach (None: it can): a cloud that no
         ``clouds.yaml`` has an entry for."""
-        if scope.cloud is None or (self.default is not None and scope.cloud == self.default.cloud):
+        if scope.cloud is None or scope.cloudless or (
+                self.default is not None and scope.cloud == self.default.cloud):
             return None
         from openstack.config import loader
 
@@ -172,10 +187,12 @@ class Clouds:
         return None
 
     def _config(self, cloud: str | None) -> CloudConfig:
+        if cloud == NO_CLOUD:
+            raise ResourceFailure("this stack has no cloud: its project has no cloud "
+                                  "credentials (the engine's own are never used for it)")
         if cloud is None or (self.default is not None and cloud == self.default.cloud):
             if self.default is None:
-                raise ResourceFailure("no cloud is configured: set OS_CLOUD (a clouds.yaml "
-                                      "entry) or the OS_* variables")
+                raise ResourceFailure(NOT_CONFIGURED)
             return self.default
         return CloudConfig(cloud, self.config_file)
 

@@ -35,8 +35,8 @@ def _finder(what: str, find: Callable[[Any], Callable[..., Any]]) -> ConstraintC
 
     def check(backends: Mapping[str, Any], scope: CloudScope, value: Any) -> str | None:
         backend = backends.get(clouds.CLOUDS)
-        if backend is None or value in (None, ""):
-            return None
+        if backend is None or value in (None, "") or scope.cloudless:
+            return None  # a cloudless stack's resources that need a cloud are refused anyway
         ref = str(value)
         try:
             conn = backend.connection(scope)
