@@ -54,6 +54,10 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
                               address it serves on)
 ``CONVERGENCE_SIGNING_KEY``   what signed URLs are signed with (a secret); unset: a key the
                               engine makes once and keeps in its database
+``CONVERGENCE_SIGNED_URL_SECONDS`` how long a signed URL is good for after the resource version
+                              it names (a deployment's: its derived config) was made; past it,
+                              404 (``services.signals``); unset or 0 (the default): no expiry,
+                              as Heat's
 ``CONVERGENCE_STATS_DIR``     a worker writes its figures there for the benchmarks
                               (``convergence.workers.stats``); unset (the default): off
 """
@@ -110,6 +114,9 @@ class Settings:
     # The clouds (``clouds.yaml`` entries) any API caller may put a stack in besides the
     # engine's own; an admin may name any. The CLI's embedded mode is the operator's: any.
     stack_clouds: tuple[str, ...] = ()
+    # Token mode: the clouds (``clouds.yaml`` entries) of each project, its first the one its
+    # stacks use unless they name another of them; a project with none reaches no cloud.
+    project_clouds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Notification webhooks (convergence.services.webhooks): first retry after this many seconds,
     # doubling each time, and how many attempts before giving up.
     webhook_backoff_seconds: float = 1.0
@@ -121,9 +128,6 @@ class Settings:
     max_subscriptions_per_tenant: int = 100
     # Worker heartbeats (convergence.workers.heartbeat): a worker is up while its last
     # heartbeat is younger than three of these.
-    # Token mode: the clouds (``clouds.yaml`` entries) of each project, its first the one its
-    # stacks use unless they name another of them; a project with none reaches no cloud.
-    project_clouds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     heartbeat_seconds: float = 5.0
     # A worker told to stop: how long the steps in hand have to reach their commit point;
     # ``convergence api`` told to stop: how long requests in flight have to finish.
@@ -134,6 +138,9 @@ class Settings:
     # What those URLs are signed with (None: a key the engine makes and keeps in its
     # database). A secret.
     signing_key: str | None = field(default=None, repr=False)
+    # How long a signed URL is good for after the resource version it names was made (None:
+    # for as long as that version is the resource's, as Heat's).
+    signed_url_seconds: float | None = None
     # Benchmarks: a worker process writes its figures to ``<stats_dir>/<pid>.json``.
     stats_dir: str | None = None
 
@@ -190,6 +197,21 @@ def cidrs(name: str, value: str | None) -> tuple[str, ...]:
     return tuple(found)
 
 
+def project_clouds(value: str | None) -> dict[str, tuple[str, ...]]:
+    """``CONVERGENCE_PROJECT_CLOUDS``: ``project=cloud`` pairs, comma-separated; a project
+    named twice has several clouds, the first its default."""
+    found: dict[str, tuple[str, ...]] = {}
+    for item in (value or "").split(","):
+        if not item.strip():
+            continue
+        project, sep, cloud = (part.strip() for part in item.partition("="))
+        if not sep or not project or not cloud:
+            raise ValueError(f"{_PREFIX}PROJECT_CLOUDS: {item.strip()!r} is not project=cloud")
+        if cloud not in found.get(project, ()):
+            found[project] = (*found.get(project, ()), cloud)
+    return found
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
 
@@ -208,21 +230,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         poll_seconds=float(get("POLL_SECONDS") or 1.0),
         action_retry_limit=int(get("ACTION_RETRY_LIMIT") or 5),
         max_nested_depth=int(get("MAX_NESTED_DEPTH") or 5),
-def project_clouds(value: str | None) -> dict[str, tuple[str, ...]]:
-    """``CONVERGENCE_PROJECT_CLOUDS``: ``project=cloud`` pairs, comma-separated; a project
-    named twice has several clouds, the first its default."""
-    found: dict[str, tuple[str, ...]] = {}
-    for item in (value or "").split(","):
-        if not item.strip():
-            continue
-        project, sep, cloud = (part.strip() for part in item.partition("="))
-        if not sep or not project or not cloud:
-            raise ValueError(f"{_PREFIX}PROJECT_CLOUDS: {item.strip()!r} is not project=cloud")
-        if cloud not in found.get(project, ()):
-            found[project] = (*found.get(project, ()), cloud)
-    return found
-
-
         max_tree_resources=int(get("MAX_TREE_RESOURCES") or 0),
         observe_seconds=_seconds(get("OBSERVE_SECONDS")),
         observe_per_pass=int(get("OBSERVE_PER_PASS") or 100),
@@ -237,6 +244,7 @@ def project_clouds(value: str | None) -> dict[str, tuple[str, ...]]:
         keystone_service_token=get("KEYSTONE_SERVICE_TOKEN"),
         stack_clouds=tuple(c.strip() for c in (get("STACK_CLOUDS") or "").split(",")
                            if c.strip()),
+        project_clouds=project_clouds(get("PROJECT_CLOUDS")),
         webhook_backoff_seconds=float(get("WEBHOOK_BACKOFF_SECONDS") or 1.0),
         webhook_max_attempts=int(get("WEBHOOK_MAX_ATTEMPTS") or 8),
         webhook_allowed_networks=cidrs("WEBHOOK_ALLOWED_NETWORKS",
@@ -247,5 +255,5 @@ def project_clouds(value: str | None) -> dict[str, tuple[str, ...]]:
         stats_dir=get("STATS_DIR"),
         public_url=(get("PUBLIC_URL") or DEFAULT_PUBLIC_URL).rstrip("/"),
         signing_key=get("SIGNING_KEY"),
+        signed_url_seconds=_seconds(get("SIGNED_URL_SECONDS")),
     )
-        project_clouds=project_clouds(get("PROJECT_CLOUDS")),

@@ -9,12 +9,18 @@ is the credential, and it names exactly one thing it may do:
   metadata);
 - ``POST`` or ``PUT`` of a ``deployment`` token: that deployment's agent reports (its
   ``deploy_stdout``, ``deploy_stderr``, ``deploy_status_code`` and outputs); a report on a
-  derived config the deployment no longer applies is ignored;
+  derived config the deployment no longer applies answers 404 (see below), and one that
+  loses the race with a new one is ignored;
 - ``POST`` or ``PUT`` of a ``signal`` token: a signal to that resource
   (``convergence.services.resource_signals``: a wait condition handle, a scaling policy...).
 
-A token that does not verify, or a request its kind does not allow, answers 404 as an unknown
-URL would: nothing about the engine's resources is told.
+Each token is bound to the version of the resource it was made for
+(``convergence.services.signals.resolve``): a replaced resource's URL (an old server's, an
+old handle's), a deployment's URL of a derived config it no longer applies and, with
+``CONVERGENCE_SIGNED_URL_SECONDS``, an expired URL reach nothing. A token that does not
+verify (a malformed or non-ASCII one included), one bound to what is not current, or a
+request its kind does not allow, answers 404 as an unknown URL would: nothing about the
+engine's resources is told.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ router = APIRouter(prefix="/v1/signed")
 
 
 def _claims(rt: Runtime, token: str, kinds: tuple[str, ...]) -> dict[str, str]:
-    claims = signals.verify(signals.signing_key(rt), token)
-    if claims is None or claims["k"] not in kinds:
+    claims = signals.resolve(rt, token, kinds)  # reads the store: off the event loop
+    if claims is None:
         raise ApiError(404, "NotFound", "The resource could not be found.")
     return claims
 
@@ -44,18 +50,18 @@ def _claims(rt: Runtime, token: str, kinds: tuple[str, ...]) -> dict[str, str]:
 def metadata(token: str, rt: Runtime = Depends(runtime)) -> dict[str, Any]:  # noqa: B008
     claims = _claims(rt, token, (signals.METADATA,))
     return {"deployments": software.resource_metadata(rt, claims["t"], claims["s"],
-                                                      claims["r"])}
+                                                      claims["r"], signals.record_of(claims))}
 
 
 @router.api_route("/{token}", methods=["POST", "PUT"])
 async def signal(request: Request, token: str,
                  rt: Runtime = Depends(runtime)) -> JSONResponse:  # noqa: B008
-    claims = _claims(rt, token, (signals.DEPLOYMENT, signals.SIGNAL))
+    claims = await run_in_threadpool(_claims, rt, token, (signals.DEPLOYMENT, signals.SIGNAL))
     details = await signal_body(request)
     if claims["k"] == signals.DEPLOYMENT:
         taken = await run_in_threadpool(software.report, rt, claims["d"], details or {},
                                         tenant=claims["t"], config_id=claims.get("c"))
         return JSONResponse({"taken": taken})
     said = await run_in_threadpool(resource_signals.signal, rt, claims["t"], claims["s"],
-                                   claims["r"], details)
+                                   claims["r"], details, signals.record_of(claims))
     return JSONResponse({"result": said})

@@ -39,15 +39,17 @@ SUCCESS, FAILURE = "SUCCESS", "FAILURE"
 
 
 def signal(rt: Runtime, tenant: str, name_or_id: str, resource: str,
-           details: Any = None) -> str:
-    """Signal ``resource`` of a stack (see the module); returns what it did."""
+           details: Any = None, record_id: int | None = None) -> str:
+    """Signal ``resource`` of a stack (see the module); returns what it did. ``record_id``
+    (a signed URL's): the version of the resource the URL was made for, NotFound when it is
+    not the current one (a replaced handle's URL never feeds its replacement)."""
     if isinstance(details, Mapping) and "unset_hook" in details:
         hooks.clear_hook(rt, tenant, name_or_id, resource, str(details["unset_hook"]))
         return f"Hook {details['unset_hook']} is cleared"
     with rt.store.read() as tx:
         stack = stack_or_404(tx, tenant, name_or_id)
         found = [r for r in current_records(tx.records(stack.id)) if r.name == resource]
-    if not found:
+    if not found or record_id not in (None, found[0].id):
         raise NotFound(f"The Resource ({resource}) could not be found in Stack {stack.name}.")
     record = found[0]
     if record.type in HANDLES:
@@ -59,7 +61,7 @@ def signal(rt: Runtime, tenant: str, name_or_id: str, resource: str,
         taken = software.report(rt, record.physical_id, details if details is not None
                                 else {}, tenant=tenant)
         return "report taken" if taken else "no run in progress: report ignored"
-    return scaling.signal_resource(rt, tenant, stack.id, resource, details)
+    return scaling.signal_resource(rt, tenant, stack.id, resource, details, record_id)
 
 
 def handle_details(details: Any) -> tuple[str | None, str, str, Any]:

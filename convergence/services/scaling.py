@@ -40,15 +40,16 @@ SIGNAL = "SIGNAL"
 
 
 def signal_resource(rt: Runtime, tenant: str, name_or_id: str, resource: str,
-                    details: Any = None) -> str:
+                    details: Any = None, record_id: int | None = None) -> str:
     """Signal ``resource``; returns what the signal did (as its event says). NotSupported
-    for a resource that takes no signals, NotFound for none of that name, Conflict for a
+    for a resource that takes no signals, NotFound for none of that name (or, given
+    ``record_id``, a signed URL's, when that version is not the current one), Conflict for a
     stack being deleted or a policy not made yet."""
     with rt.store.read() as tx:
         stack = stack_or_404(tx, tenant, name_or_id)
         records = {r.name: r for r in current_records(tx.records(stack.id))}
     policy = records.get(resource)
-    if policy is None:
+    if policy is None or record_id not in (None, policy.id):
         raise NotFound(f"The Resource ({resource}) could not be found in Stack {stack.name}.")
     if policy.type != POLICY:
         raise NotSupported(f"Signal resource during {policy.action} is not supported: the "

@@ -10,8 +10,20 @@ that resource: a token is the capability to signal one resource or read one serv
 deployments, as Heat's pre-signed CFN and temp URLs are. Tokens are secrets: they are never
 logged nor put in events.
 
+A token is bound to what it was made for, not to a name (:func:`resolve`): ``i`` is the record
+(the resource's version) that made it, which must still be the current version of that name
+of that tenant's stack; a deployment's token names the deployment and the derived config it
+applies, which must still be the one that deployment applies. So once a resource is replaced
+(a server by a flavor change, a handle by an update), its old URL reaches nothing, not the new
+version. A token made before ``i`` existed is taken while its resource has never been replaced
+(the only version there has been). With ``CONVERGENCE_SIGNED_URL_SECONDS`` set, a URL is good
+for that many seconds after its resource's version (a deployment's URL: its derived config)
+was made; a token carries no time of its own, so it stays the same for one version and what
+reads it (``get_attr``) sees no change. Whatever does not verify is None: the API answers 404,
+telling a bad signature, an expired URL and a replaced resource apart to nobody.
+
 Callers: ``convergence.services.software`` mints them for the plugins (through
-``SoftwareBackend.signed_url``) and ``convergence.api.signed`` verifies them.
+``SoftwareBackend.signed_url``) and ``convergence.api.signed`` resolves them (:func:`resolve`).
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from convergence.ports.store import Tx
+from convergence.ports.views import RecordView
 
 if TYPE_CHECKING:
     from convergence.services.context import Runtime
@@ -69,8 +82,8 @@ def sign(key: bytes, claims: Mapping[str, str]) -> str:
 def verify(key: bytes, token: str) -> dict[str, str] | None:
     """The claims of a token signed with ``key``; None when it is not one."""
     body, _, mac = token.partition(".")
-    if not body or not mac:
-        return None
+    if not body or not mac or not token.isascii():
+        return None  # a signature is base64url: anything else is not one (nor comparable)
     expected = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
     if not hmac.compare_digest(expected, mac):
         return None
@@ -84,8 +97,58 @@ def verify(key: bytes, token: str) -> dict[str, str] | None:
 
 
 def claims_for(kind: str, tenant: str, stack_id: str, resource: str,
-               **more: str) -> dict[str, str]:
-    return {"k": kind, "t": tenant, "s": stack_id, "r": resource, **more}
+               record: int | None = None, **more: str) -> dict[str, str]:
+    """What a token says: its kind, the tenant, the stack, the resource's name and the record
+    (the resource's version) it is made for, and per kind more (``d``, ``c``)."""
+    record_claim = {} if record is None else {"i": str(record)}
+    return {"k": kind, "t": tenant, "s": stack_id, "r": resource, **record_claim, **more}
+
+
+def record_of(claims: Mapping[str, str]) -> int | None:
+    """The record a token was made for; None for a token made before tokens named one."""
+    found = claims.get("i")
+    return int(found) if found is not None and found.isdigit() else None
+
+
+def resolve(rt: Runtime, token: str, kinds: tuple[str, ...]) -> dict[str, str] | None:
+    """The claims of ``token`` if it is good now: signed with the engine's key, of one of
+    ``kinds``, what it was made for still there and current, and not expired; else None."""
+    claims = verify(signing_key(rt), token)
+    if claims is None or claims["k"] not in kinds:
+        return None
+    with rt.store.read() as tx:
+        made_at = _made_at(tx, claims)
+    lifetime = rt.settings.signed_url_seconds
+    if made_at is None or (lifetime is not None and rt.clock.now() > made_at + lifetime):
+        return None
+    return claims
+
+
+def _made_at(tx: Tx, claims: Mapping[str, str]) -> float | None:
+    """When what the token was made for was made; None when it is not current any more."""
+    if claims["k"] == DEPLOYMENT:
+        dep = tx.software_deployment(claims.get("d", ""), claims["t"])
+        if dep is None or claims.get("c", dep.config_id) != dep.config_id:
+            return None  # gone, or re-applied since (a new server, new inputs): a new URL
+        if "i" in claims and dep.owner != f"{claims['s']}/{claims['i']}":
+            return None
+        config = tx.software_config(dep.config_id)
+        return dep.created_at if config is None else config.created_at
+    stack = tx.stack(claims["s"], outputs=False)
+    if stack is None or stack.tenant != claims["t"]:
+        return None
+    head = tx.heads(stack.id, [claims["r"]]).get(claims["r"])
+    return head.created_at if head is not None and _made_for(head, claims) else None
+
+
+def _made_for(head: RecordView, claims: Mapping[str, str]) -> bool:
+    """Whether ``head``, the current version of the token's resource, is what it was made
+    for: the record it names, or, for a token that names none, the only version there has
+    been."""
+    record = record_of(claims)
+    if record is None:
+        return "i" not in claims and head.replaces is None
+    return head.id == record
 
 
 def url(public_url: str, token: str) -> str:

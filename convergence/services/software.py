@@ -412,15 +412,20 @@ class SoftwareService(Attached):
 
         self.rt.store.transact(gone)
 
-    # signed URLs
+    # signed URLs: bound to ``ctx``'s record (the resource's version), not to its name
     def token(self, ctx: PluginContext, kind: str, **claims: str) -> str:
         return signals.sign(signals.signing_key(self.rt), signals.claims_for(
-            kind, ctx.stack_tenant, ctx.stack_id, ctx.resource_name, **claims))
+            kind, ctx.stack_tenant, ctx.stack_id, ctx.resource_name,
+            record=int(ctx.owner.rsplit("/", 1)[1]), **claims))
 
     def signed_url(self, ctx: PluginContext, kind: str, **claims: str) -> str:
         return signals.url(self.public_url, self.token(ctx, kind, **claims))
 
     # wait condition handles
+    def stack_has(self, ctx: PluginContext, physical_id: str, types: tuple[str, ...]) -> bool:
+        with self.rt.store.read() as tx:
+            return tx.stack_has_resource(ctx.stack_id, physical_id, types)
+
     def handle_signals(self, handle_id: str) -> list[dict[str, Any]]:
         with self.rt.store.read() as tx:
             return tx.handle_signals(handle_id)
@@ -432,16 +437,19 @@ class SoftwareService(Attached):
         self.rt.store.transact(gone)
 
 
-def resource_metadata(rt: Runtime, tenant: str, stack_id: str,
-                      resource: str) -> list[dict[str, Any]]:
+def resource_metadata(rt: Runtime, tenant: str, stack_id: str, resource: str,
+                      record_id: int | None = None) -> list[dict[str, Any]]:
     """The deployments of the server a stack's resource is (its current version's), for the
-    agent of that server polling its signed metadata URL."""
+    agent of that server polling its signed metadata URL; ``record_id``: the version the URL
+    was made for, NotFound when it is not the current one any more (replaced)."""
     with rt.store.read() as tx:
         stack = tx.stack(stack_id)
         if stack is None or stack.tenant != tenant:
             raise NotFound("No such server.")
-        found = [r for r in tx.heads(stack.id, [resource]).values()
-                 if r.physical_id is not None]
+        heads = tx.heads(stack.id, [resource]).values()
+        if record_id is not None and all(r.id != record_id for r in heads):
+            raise NotFound("No such server.")
+        found = [r for r in heads if r.physical_id is not None]
     if not found:
         return []
     return server_metadata(rt, tenant, str(found[0].physical_id))

@@ -18,7 +18,7 @@ from sqlalchemy import Table, delete, func, insert, select, update
 from convergence.ports.views import SoftwareConfigView, SoftwareDeploymentView
 from convergence.store import dialect
 from convergence.store import models as m
-from convergence.store.rows import TxPart
+from convergence.store.rows import T_RES, TxPart
 
 T_CONFIG = cast(Table, m.SoftwareConfigRow.__table__)
 T_DEPLOYMENT = cast(Table, m.SoftwareDeploymentRow.__table__)
@@ -147,6 +147,16 @@ class SoftwareQueries(TxPart):
             handle_id=handle_id, signal_id=signal_id, stack_id=stack_id, status=status,
             reason=reason, data=data, created_at=self.now))
         return signal_id
+
+    def stack_has_resource(self, stack_id: str, physical_id: str,
+                           types: Iterable[str]) -> bool:
+        """Whether stack ``stack_id`` has a resource of one of ``types`` whose physical id is
+        ``physical_id``: a reference resolved within its stack, as Heat's resource_by_refid
+        (a wait condition's handle is its own stack's, never another's)."""
+        found = self.conn.execute(select(T_RES.c.id).where(
+            T_RES.c.stack_id == stack_id, T_RES.c.physical_id == physical_id,
+            T_RES.c.type.in_(list(types))).limit(1)).first()
+        return found is not None
 
     def handle_signals(self, handle_id: str) -> list[dict[str, Any]]:
         """A handle's signals in the order received: ``{id, status, reason, data}``."""

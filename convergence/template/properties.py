@@ -40,6 +40,10 @@ class PropertySchema:
     custom_constraint: str | None = None
     schema: Mapping[str, PropertySchema] | None = None  # Map: the keys it may have
     item: PropertySchema | None = None  # List: the schema of each item
+    # A reference to a resource of the same stack of one of these types (a wait condition's
+    # handle): validation refuses a ``get_resource`` of another type; the plugin resolves any
+    # other value within its stack when it runs.
+    resource_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

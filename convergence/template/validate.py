@@ -186,6 +186,7 @@ def _validate(template: Template, env: Environment, given: Mapping[str, Any], re
                 check_properties(schema.properties, props, (*path, "properties"), problems,
                                  opts.custom, unknown=unknown)
     _check_references(template, conditions, enabled, problems)
+    _check_resource_types(template, types, type_schemas, problems)
 
     def schema_of(name: str) -> TypeSchema | Template | None:
         if name in nested_schemas:
@@ -365,6 +366,36 @@ def _check_references(template: Template, conditions: Mapping[str, bool | None],
             if ref.target in disabled and guards_hold(ref.guards, conditions):
                 problems.add(ref.path, f"resource '{ref.target}' does not exist: its "
                              "condition is false", REFERENCE)
+
+
+def _check_resource_types(template: Template, types: Mapping[str, str],
+                          type_schemas: Mapping[str, TypeSchema | None],
+                          problems: Problems) -> None:
+    """A property that names a resource of its stack of some types
+    (``PropertySchema.resource_types``: a wait condition's handle) given a ``get_resource`` of
+    a resource of another type: refused now, naming the property. Any other value (a
+    parameter, a literal id) is resolved within the stack by the plugin when it runs."""
+    wanted = {rtype: {prop: p.resource_types for prop, p in schema.properties.items()
+                      if p.resource_types}
+              for rtype, schema in type_schemas.items()
+              if schema is not None and schema.properties}
+    wanted = {rtype: props for rtype, props in wanted.items() if props}
+    if not wanted:
+        return
+    for name, rtype in types.items():
+        props = wanted.get(rtype)
+        if props is None:
+            continue
+        for ref in template.resources[name].references:
+            # Only a property's value itself: (resources, name, properties, prop, function).
+            if ref.is_attribute or len(ref.path) != 5 or ref.path[2] != "properties":
+                continue
+            allowed = props.get(str(ref.path[3]))
+            found = types.get(ref.target)
+            if allowed and found is not None and found not in allowed:
+                problems.add(ref.path[:4], f"{ref.path[3]} must be a resource of type "
+                             f"{' or '.join(allowed)} of this stack: '{ref.target}' is a "
+                             f"{found}", PROPERTY)
 
 
 def _check_attributes(template: Template,

@@ -11,6 +11,12 @@ header), ``curl_cli`` (a ready curl command to which ``--data-binary '{"status":
 every stack update (a new handle, nothing received), so the wait conditions reading it wait
 again.
 
+A wait condition's ``handle`` is resolved within its own stack, as Heat's
+(``resource_by_refid``): a reference (``get_resource``) to a handle of the same stack. A
+``get_resource`` of another type is refused when the template is accepted; any other value
+that is no handle of the stack (another stack's handle id, whoever's) fails the wait
+condition naming the property, and nothing of that handle is read.
+
 A wait condition *parks* until ``count`` SUCCESS signals (by distinct id) have come: each
 signal wakes it to count again, and its ``timeout`` is the deadline its parked node is woken
 at (``Progress.parked(wake_in=...)``): no worker, lease or poll while it waits. A FAILURE
@@ -46,6 +52,7 @@ from convergence.template.properties import (
 )
 
 SUCCESS, FAILURE = "SUCCESS", "FAILURE"
+HANDLE_TYPES = ("OS::Heat::WaitConditionHandle", "OS::Heat::UpdateWaitConditionHandle")
 TRANSPORTS = ("TOKEN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL")
 
 
@@ -109,7 +116,8 @@ class WaitCondition(PluginBase):
         name="OS::Heat::WaitCondition",
         properties={
             "handle": PropertySchema(STRING, "The handle (get_resource of a wait condition "
-                                             "handle).", required=True),
+                                             "handle of this stack).", required=True,
+                                     resource_types=HANDLE_TYPES),
             "timeout": PropertySchema(NUMBER, "Seconds to wait for the signals.",
                                       required=True, min=1, max=43200, update_allowed=True),
             "count": PropertySchema(INTEGER, "How many SUCCESS signals to wait for.",
@@ -138,7 +146,12 @@ class WaitCondition(PluginBase):
 
     def _check(self, ctx: PluginContext, props: Mapping[str, Any],
                state: Mapping[str, Any]) -> Progress:
-        signals = software_of(ctx).handle_signals(str(props["handle"]))
+        backend = software_of(ctx)
+        handle = str(props["handle"])
+        if not backend.stack_has(ctx, handle, HANDLE_TYPES):
+            raise ResourceFailure(f"Property handle: {handle} is not a wait condition handle "
+                                  "of this stack (get_resource of one)")
+        signals = backend.handle_signals(handle)
         failures = [s for s in signals if s["status"] == FAILURE]
         if failures:
             raise ResourceFailure("WaitConditionFailure: " + "; ".join(
