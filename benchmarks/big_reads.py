@@ -58,7 +58,7 @@ import psycopg2
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # distributed.py, a sibling script
-from distributed import PG_ADMIN, start_api  # noqa: E402
+from distributed import PG_ADMIN, encryption_keys, start_api  # noqa: E402
 
 TENANT = "bench"
 BIG = "big"
@@ -89,7 +89,7 @@ def populate(url: str, n: int, how: str) -> dict[str, Any]:
     from convergence.settings import Settings
 
     settings = Settings(database_url=url, max_template_bytes=1 << 30,
-                        max_request_bytes=1 << 30)
+                        max_request_bytes=1 << 30, encryption_keys=encryption_keys())
     rt = open_runtime(settings, migrate=False)
 
     def small(name: str) -> None:
@@ -360,7 +360,8 @@ def show_plans(url: str, stack_id: str, n: int,
     from convergence.services import inputs, pages, queries
     from convergence.settings import Settings
 
-    rt = open_runtime(Settings(database_url=url), migrate=False)
+    rt = open_runtime(Settings(database_url=url, encryption_keys=encryption_keys()),
+                      migrate=False)
     middle = f"r{n // 2}"
 
     def marker(label: str) -> Any:

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from distributed import free_port, start_cluster
+from distributed import encryption_keys, free_port, start_cluster
 
 
 def template(servers: int, build_flavor: str) -> dict[str, Any]:
@@ -129,7 +129,8 @@ def main() -> None:
         try:
             url, broker, workers = start_cluster(folder, args.workers, env, args.concurrency)
             settings = Settings(database_url=url, broker_url=broker,
-                                max_template_bytes=1 << 30, max_request_bytes=1 << 30)
+                                max_template_bytes=1 << 30, max_request_bytes=1 << 30,
+                                encryption_keys=encryption_keys())
             rt = open_runtime(settings, environ=env)
             if args.storm:
                 control.add_rule("rate_limited", service="compute", seconds=2, count=1000)

@@ -1,5 +1,10 @@
 """A throwaway distributed cluster for benchmarks: a fresh PostgreSQL database, a Redis db
-index, and N ``convergence worker`` processes that export their figures to a folder."""
+index, and N ``convergence worker`` processes that export their figures to a folder.
+
+The secrets the benchmarks store are encrypted as a deployment's are: imported, this sets
+``CONVERGENCE_ENCRYPTION_KEYS`` (unless it is set) to a key of this run, which every process
+started with this environment shares; a benchmark's own runtime takes
+:func:`encryption_keys`."""
 
 from __future__ import annotations
 
@@ -18,11 +23,18 @@ from pathlib import Path
 import httpx
 import psycopg2
 import redis
+from cryptography.fernet import Fernet
 
 PG_ADMIN = os.environ.get("CONVERGENCE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("CONVERGENCE_BENCH_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = 14
 PR_SET_PDEATHSIG = 1  # prctl(2)
+os.environ.setdefault("CONVERGENCE_ENCRYPTION_KEYS", Fernet.generate_key().decode())
+
+
+def encryption_keys() -> tuple[str, ...]:
+    """The keys of this run (``CONVERGENCE_ENCRYPTION_KEYS``), for a runtime of its own."""
+    return tuple(k for k in os.environ["CONVERGENCE_ENCRYPTION_KEYS"].split(",") if k)
 
 
 @dataclass

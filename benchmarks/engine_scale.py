@@ -81,8 +81,12 @@ def run_child(n: int, shape: str, mode: str, database_url: str, broker: str | No
     from convergence.store.metrics import StatementCounter
 
     # Templates of 10,000 resources and more weigh megabytes: past the default size limits.
+    # A distributed run's key is in the environment (``distributed.py``); none: an embedded
+    # database keeps its own.
+    keys = tuple(k for k in os.environ.get("CONVERGENCE_ENCRYPTION_KEYS", "").split(",") if k)
     settings = Settings(database_url=database_url, broker_url=broker,
-                        max_template_bytes=1 << 30, max_request_bytes=1 << 30)
+                        max_template_bytes=1 << 30, max_request_bytes=1 << 30,
+                        encryption_keys=keys)
     rt = open_runtime(settings)
     counting = Counting(rt.dispatcher)
     if isinstance(rt.dispatcher, InProcessDispatcher):

@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cloud_servers import group_cpu, start_simcloud
-from distributed import free_port, start_cluster
+from distributed import encryption_keys, free_port, start_cluster
 
 TENANT = "bench"
 VALUES = 16  # configuration stand-ins per node: 4 cloud resources + 16 = 20
@@ -203,7 +203,8 @@ def main() -> None:
                      "CONVERGENCE_BROKER_URL": broker},
                 stdout=subprocess.DEVNULL, stderr=(Path(folder) / "api.log").open("wb"))
             settings = Settings(database_url=url, broker_url=broker,
-                                max_template_bytes=1 << 30, max_request_bytes=1 << 30)
+                                max_template_bytes=1 << 30, max_request_bytes=1 << 30,
+                                encryption_keys=encryption_keys())
             rt = open_runtime(settings, environ=env)
             files = {"node.yaml": node_template()}
 

@@ -46,3 +46,9 @@ class CloudRefused(ConvergenceError):
 class NotSupported(ConvergenceError):
     """What the request asks is not something this resource (or stack) does: Heat's
     ``NotSupported`` (a signal to a resource type that takes none)."""
+
+
+class ConfigurationError(ConvergenceError):
+    """The engine cannot work as configured: its encryption keys are missing, malformed, or
+    not the ones the stored secrets were sealed with. The message says what to set, and never
+    holds a key or a secret."""

@@ -34,6 +34,7 @@ from convergence.settings import Settings
 from convergence.store.db import make_engine, sqlite_folder
 from convergence.store.entity_tables import SqlEntityTables
 from convergence.store.migrate import ensure_schema
+from convergence.store.sealing import open_sealer
 from convergence.store.transactions import Store
 
 log = logging.getLogger(__name__)
@@ -97,12 +98,15 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     ``simulated_cloud``: with no cloud configured and no broker, start a simulated cloud in
     this process on first use (the embedded command line, for a person's own use; ``said``
     tells the person). Server processes (``convergence api``, ``convergence worker``) never
-    ask for one: a template needing a cloud is refused at acceptance instead."""
+    ask for one: a template needing a cloud is refused at acceptance instead.
+    Raises ConfigurationError when the secrets the store keeps cannot be encrypted as
+    configured (``convergence.store.sealing``: no keys for a server database)."""
     clock = clock or SystemClock()
+    sealer = open_sealer(settings.database_url, settings.encryption_keys)
     db = make_engine(settings.database_url)
     if migrate:
         ensure_schema(db)
-    store = Store(db, clock.now)
+    store = Store(db, clock.now, sealer)
     # The plugins' backends, built from what every plugin is handed: the clock, the store's
     # entity tables (and the environment, for their own settings).
     environ = os.environ if environ is None else environ

@@ -58,6 +58,13 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
                               it names (a deployment's: its derived config) was made; past it,
                               404 (``services.signals``); unset or 0 (the default): no expiry,
                               as Heat's
+``CONVERGENCE_ENCRYPTION_KEYS`` Fernet keys, comma-separated, newest first, that the secrets
+                              stored in the database are encrypted with (hidden parameters,
+                              private keys, passwords, webhook secrets, the signing key): the
+                              first encrypts, every one decrypts (``convergence.store.sealing``).
+                              Unset: an embedded SQLite database uses a key made once and kept
+                              beside it (``<database>.key``, mode 0600); any other database is
+                              refused. ``convergence admin make-key`` makes one
 ``CONVERGENCE_STATS_DIR``     a worker writes its figures there for the benchmarks
                               (``convergence.workers.stats``); unset (the default): off
 """
@@ -141,6 +148,10 @@ class Settings:
     # How long a signed URL is good for after the resource version it names was made (None:
     # for as long as that version is the resource's, as Heat's).
     signed_url_seconds: float | None = None
+    # What the secrets the store keeps are encrypted with: Fernet keys, newest first (the
+    # first encrypts, all decrypt); empty: see ``convergence.store.sealing.open_sealer``.
+    # Secrets: never shown.
+    encryption_keys: tuple[str, ...] = field(default=(), repr=False)
     # Benchmarks: a worker process writes its figures to ``<stats_dir>/<pid>.json``.
     stats_dir: str | None = None
 
@@ -255,5 +266,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stats_dir=get("STATS_DIR"),
         public_url=(get("PUBLIC_URL") or DEFAULT_PUBLIC_URL).rstrip("/"),
         signing_key=get("SIGNING_KEY"),
+        encryption_keys=tuple(k.strip() for k in (get("ENCRYPTION_KEYS") or "").split(",")
+                              if k.strip()),
         signed_url_seconds=_seconds(get("SIGNED_URL_SECONDS")),
     )

@@ -11,7 +11,9 @@ so that a broken service container cannot silently turn those tests into skips.
 
 ``CONVERGENCE_TEST_POSTGRES_URL`` names the server and a database to administer it from
 (default ``postgresql+psycopg2://postgres@127.0.0.1:5432/postgres``); tests get databases of
-their own on that server, created on first use.
+their own on that server, created on first use. A runtime on PostgreSQL needs encryption
+keys (``CONVERGENCE_ENCRYPTION_KEYS``): :data:`TEST_ENCRYPTION_KEYS`, for the test's own
+runtimes and, through :func:`encryption_environ`, the worker and API processes it starts.
 """
 
 from __future__ import annotations
@@ -26,9 +28,20 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 import pytest
 import sqlalchemy as sa
+from cryptography.fernet import Fernet
 from psycopg2 import errors, sql
 
 from convergence.store.migrate import upgrade
+
+# The key the secrets a test stores are encrypted with: one per test process, given to the
+# processes it starts (workers, API servers) too.
+TEST_ENCRYPTION_KEYS: tuple[str, ...] = (Fernet.generate_key().decode(),)
+
+
+def encryption_environ() -> dict[str, str]:
+    """The environment that gives a started process :data:`TEST_ENCRYPTION_KEYS`."""
+    return {"CONVERGENCE_ENCRYPTION_KEYS": ",".join(TEST_ENCRYPTION_KEYS)}
+
 
 _ADMIN_URL_VARIABLE = "CONVERGENCE_TEST_POSTGRES_URL"
 _DEFAULT_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"

@@ -1,5 +1,8 @@
 """``convergence admin ...``: operator commands that act on the database directly.
 
+``convergence admin make-key`` prints a new encryption key, for
+``CONVERGENCE_ENCRYPTION_KEYS`` (``convergence.store.sealing``).
+
 ``convergence admin reset STACK`` takes a stack out of whatever it is doing: every lease and
 poll watch on its resources is let go of (a worker still acting on one is refused when it
 writes) and a request in progress is stopped where it is, the stack ending FAILED and taking
@@ -39,3 +42,15 @@ def reset(state: CliState, stack_name: str) -> None:
     stack, released = stacks.reset_stack(state.runtime(), state.tenant, stack_name)
     click.echo(f"{stack.name} ({stack.id}): {stack.stack_status} at generation "
                f"{stack.generation}; {released} lease(s) let go of")
+
+
+@admin.command("make-key")
+def make_key() -> None:
+    """Print a new key for CONVERGENCE_ENCRYPTION_KEYS (a Fernet key).
+
+    The secrets the engine stores are encrypted with the first key of the setting and
+    decrypted with any of them: to rotate, put a new key first, run `convergence db
+    rotate-keys`, then drop the old one."""
+    from convergence.store.sealing import make_key as new_key
+
+    click.echo(new_key())

@@ -24,7 +24,7 @@ import sys
 
 import click
 
-from convergence.settings import load_settings
+from convergence.settings import Settings, load_settings
 
 
 def is_loopback(host: str) -> bool:
@@ -48,6 +48,19 @@ def refuse_noauth(host: str) -> click.UsageError:
         "--allow-noauth (or set CONVERGENCE_ALLOW_NOAUTH=true) to serve it anyway.")
 
 
+def refuse_without_keys(settings: Settings) -> None:
+    """A server process does not start unless the secrets it stores can be encrypted as
+    configured (``CONVERGENCE_ENCRYPTION_KEYS``: required with a server database); the
+    message says how to make a key."""
+    from convergence.errors import ConfigurationError
+    from convergence.store.sealing import open_sealer
+
+    try:
+        open_sealer(settings.database_url, settings.encryption_keys)
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 STARTUP_FAILURE = 3  # uvicorn's exit code when the server could not start (port in use)
 
 
@@ -63,6 +76,7 @@ def api(host: str, port: int, allow_noauth: bool) -> None:
         settings = load_settings()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    refuse_without_keys(settings)
     if settings.auth == "noauth" and not is_loopback(host) and \
             not (allow_noauth or settings.allow_noauth):
         raise refuse_noauth(host)

@@ -33,6 +33,7 @@ from convergence.settings import load_settings
 def worker(concurrency: int | None, loglevel: str, pool: str, hostname: str | None) -> None:
     """Run steps from the broker named by CONVERGENCE_BROKER_URL until stopped."""
     # Imported here so that other commands start without loading Celery and SQLAlchemy.
+    from convergence.cli.api_cmd import refuse_without_keys
     from convergence.store.db import make_engine, redacted_url, schema_is_current
     from convergence.store.migrate import MIGRATION_ERRORS
     from convergence.workers.app import make_worker_app
@@ -41,6 +42,7 @@ def worker(concurrency: int | None, loglevel: str, pool: str, hostname: str | No
     if not settings.broker_url:
         raise click.UsageError("CONVERGENCE_BROKER_URL is not set: a worker needs a broker "
                                "(without one, commands run steps in-process)")
+    refuse_without_keys(settings)
     db = make_engine(settings.database_url)
     try:
         current = schema_is_current(db)

@@ -67,6 +67,7 @@ class Concluder:
 
     def _conclude(self, tx: Tx, stack: StackView, trav: TraversalView, ok: bool) -> bool:
         status = "COMPLETE" if ok else "FAILED"
+        secret: frozenset[str] = frozenset()  # the outputs the store keeps encrypted
         values: dict[str, object] = {
             "action": trav.action, "status": status,
             "status_reason": f"Stack {trav.action} completed successfully" if ok
@@ -84,10 +85,10 @@ class Concluder:
                 # process's cache is full (a group of a million members would otherwise
                 # hold both templates' definitions, a GiB each, through the outputs below).
                 self.ctx.definitions.forget(replaced)
-            values["outputs"] = self._outputs(tx, stack, trav)
+            values["outputs"], secret = self._outputs(tx, stack, trav)
             if trav.action == "DELETE":
                 values["deleted_at"] = tx.now
-        if tx.finish_stack(stack.id, trav.id, **values):
+        if tx.finish_stack(stack.id, trav.id, secret_outputs=secret, **values):
             if not ok:
                 # An operation started by an earlier traversal, whose node here was skipped
                 # after the failure, has nobody left to watch it: say so rather than show it
@@ -102,9 +103,11 @@ class Concluder:
             return True
         return False
 
-    def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView) -> dict[str, object]:
+    def _outputs(self, tx: Tx, stack: StackView, trav: TraversalView
+                 ) -> tuple[dict[str, object], frozenset[str]]:
+        """The stack's outputs, and those whose values are secrets."""
         if trav.template_id is None:
-            return {}
+            return {}, frozenset()
         definition = self.ctx.definitions.get(trav.template_id, tx.template)
         names = {ref.target for out in definition.template.outputs.values()
                  for ref in out.references}
@@ -120,7 +123,7 @@ class Concluder:
             except (TemplateError, UnknownValue) as exc:
                 outputs[name] = {"value": None, "description": out.description or "",
                                  "error": str(exc)}
-        return outputs
+        return outputs, self.ctx.secrets.outputs(definition)
 
     def time_out(self, traversal_id: str) -> list[Work]:
         """A traversal past its deadline (found by the sweeper): it fails, and finishing it

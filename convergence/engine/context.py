@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from convergence.engine.definitions import DefinitionCache
 from convergence.engine.deletion import definition_policy
 from convergence.engine.leases import LeaseKeeper
+from convergence.engine.secrets import SecretMarks
 from convergence.plugins.base import DEFAULT_SCOPE, CloudScope
 from convergence.plugins.registry import PluginRegistry
 from convergence.ports.store import Store, Tx
@@ -78,6 +79,8 @@ class EngineContext:
                  action_retry_limit: int = 5) -> None:
         self.store = store
         self.registry = registry
+        # Which values of resources and outputs are secrets (the store keeps them encrypted).
+        self.secrets = SecretMarks(registry.lookup)
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         self.batch_size = batch_size

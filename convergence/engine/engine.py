@@ -66,7 +66,8 @@ class Engine:
         self._plugins: dict[str, ResourcePlugin] = {}
         self.stepper = Stepper(self._plugin, self._context, store.clock,
                                self._deletion_policy, unreachable=store.unreachable,
-                               action_retry_limit=action_retry_limit, hooks=self._hooks)
+                               action_retry_limit=action_retry_limit, hooks=self._hooks,
+                               secrets=ctx.secrets)
         self.planner = Planner(ctx)
         self.claimer = Claimer(ctx)
         self.concluder = Concluder(ctx)

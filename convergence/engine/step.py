@@ -45,6 +45,7 @@ from convergence.engine.outcomes import (
     StepInput,
     StepResult,
 )
+from convergence.engine.secrets import SecretMarks
 from convergence.engine.stackdata import RecordData
 from convergence.plugins.base import (
     CREATE,
@@ -85,8 +86,9 @@ class Stepper(ObservingSteps):
                  *, unreachable: Callable[[BaseException], bool],
                  action_retry_limit: int = 5,
                  hooks: Callable[[RecordView], frozenset[str]] = lambda record: frozenset(),
-                 ) -> None:
+                 secrets: SecretMarks) -> None:
         self._plugin = plugins
+        self._secrets = secrets  # which values the store keeps encrypted
         # The hooks on what a record made, from the template it converged to (pre-delete).
         self._hooks = hooks
         self._retry_limit = action_retry_limit
@@ -114,7 +116,8 @@ class Stepper(ObservingSteps):
             if unhooked.had:
                 inp = dataclasses.replace(inp, record=unhooked.record)
             if inp.node.phase == "converge":
-                return settle(_stamp_policy(inp, self._converge(inp, unhooked)), unhooked)
+                return settle(_stamp(inp, self._converge(inp, unhooked), self._secrets),
+                              unhooked)
             return settle(self._cleanup(inp, unhooked), unhooked)
         except Exception as exc:  # a plugin bug must fail the resource, not the worker
             return self.crashed(inp, exc)
@@ -134,7 +137,7 @@ class Stepper(ObservingSteps):
                                needed.requires, replacing=inp.record, attempt=needed.attempt,
                                replaced_values=needed.failed)
             result.events[:0] = needed.events
-            return _stamp_policy(inp, result)
+            return _stamp(inp, result, self._secrets)
         except Exception as exc:  # as in run
             return self.crashed(inp, exc)
 
@@ -466,16 +469,17 @@ class Stepper(ObservingSteps):
         return StepResult(inp.node.seq, FAILED, [change], [event], reason=message)
 
 
-def _stamp_policy(inp: StepInput, result: StepResult) -> StepResult:
+def _stamp(inp: StepInput, result: StepResult, secrets: SecretMarks) -> StepResult:
     """Every record a converge step changed keeps the deletion policy of the definition it
     acted for (:mod:`convergence.engine.deletion`): its cleanup then needs no template. A
     change with no values (a lease let go of, the old version of a replacement) is left
-    alone: nothing was done to that record under this definition."""
+    alone: nothing was done to that record under this definition. What it writes that is
+    secret is marked for the store to keep encrypted (:mod:`convergence.engine.secrets`)."""
     policy = definition_policy(inp.definition, inp.node.name) if inp.definition else None
     if policy is not None:
         result.changes = [dataclasses.replace(c, values={**c.values, "deletion_policy": policy})
                           if c.values and not c.delete else c for c in result.changes]
-    return result
+    return secrets.mark(inp, result)
 
 
 def _check_lease(inp: StepInput) -> None:

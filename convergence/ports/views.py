@@ -211,6 +211,22 @@ class NewEvent:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SecretFields:
+    """Which of a record's values are secrets, to be kept encrypted at rest: ``properties``
+    (in its properties, and in those of its operation under way; every one when
+    ``all_properties``), ``attributes`` (every one when ``all_attributes``) and its
+    ``reference`` (``get_resource``'s value). The engine says which
+    (``convergence.engine.secrets``); the store encrypts them as it writes and decrypts them
+    as it reads: what it hands out is in clear."""
+
+    properties: frozenset[str] = frozenset()
+    attributes: frozenset[str] = frozenset()
+    all_attributes: bool = False
+    reference: bool = False
+    all_properties: bool = False
+
+
 @dataclass(slots=True)
 class RecordChange:
     """What a step learned about a record, written fenced by its token."""
@@ -222,6 +238,8 @@ class RecordChange:
     # Seconds within which the record must be worked on again (a pending operation's next
     # poll): the lease is let go, and its deadline kept as a watch the sweeper checks.
     watch: float | None = None
+    # Its values that are secrets (None: none, the store writes them as they are).
+    secret: SecretFields | None = None
 
 
 @dataclass(slots=True)

@@ -176,6 +176,20 @@ def put_template(rt: Runtime, tx: Tx, content: TemplateContent) -> str:
 def store_template(tx: Tx, content: TemplateContent, definition: StackDefinition) -> str:
     """Store content with what a stack list and a stack show read of it, taken from its
     definition: the template's description, and every parameter's value as a show gives it
-    (so that no read parses the template: a big one takes a minute to build)."""
+    (so that no read parses the template: a big one takes a minute to build). The values of
+    its hidden parameters are kept encrypted."""
     return tx.put_template(content, description=definition.template.description or "",
-                           shown_parameters=definition_parameters(definition))
+                           shown_parameters=definition_parameters(definition),
+                           hidden=hidden_names(definition))
+
+
+def hidden_names(definition: StackDefinition) -> frozenset[str]:
+    """The parameters declared hidden by a stack's template or its nested templates (as
+    Heat's ``all_param_schemata``: a value given for either is a secret)."""
+    names: set[str] = set()
+    pending = [definition]
+    while pending:
+        current = pending.pop()
+        names.update(n for n, p in current.template.parameters.items() if p.hidden)
+        pending.extend(current.nested.values())
+    return frozenset(names)

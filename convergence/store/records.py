@@ -35,6 +35,7 @@ from convergence.ports.views import RecordChange, RecordOutline, RecordValues, R
 from convergence.store import dialect
 from convergence.store.lean import Lean
 from convergence.store.rows import T_RES, TxPart, chunks, keyed, record_view
+from convergence.store.sealing import PREFIX, SEALED, Sealer
 
 # The statements of every batch, built once: building one costs more than running it (a
 # look-up by key takes ~80 us to run and ~300 us to build) and a batch runs a dozen.
@@ -135,7 +136,7 @@ class RecordQueries(TxPart):
     def records(self, stack_id: str) -> list[RecordView]:
         rows = self.conn.execute(select(T_RES).where(T_RES.c.stack_id == stack_id)
                                  .order_by(T_RES.c.id))
-        return [record_view(r) for r in rows]
+        return [record_view(r, self.sealer) for r in rows]
 
     def record_outlines(self, stack_id: str) -> list[RecordOutline]:
         """What planning needs of every record of a stack, without the heavy columns."""
@@ -150,7 +151,7 @@ class RecordQueries(TxPart):
         out: dict[int, RecordView] = {}
         for chunk in chunks(sorted(set(ids))):
             for r in self.conn.execute(select(T_RES).where(T_RES.c.id.in_(chunk))):
-                out[r.id] = record_view(r)
+                out[r.id] = record_view(r, self.sealer)
         return out
 
     def tokens(self, ids: Iterable[int]) -> dict[int, int]:
@@ -165,7 +166,7 @@ class RecordQueries(TxPart):
         out: dict[str, RecordView] = {}
         for chunk in chunks(sorted(set(names))):
             for r in _HEADS.rows(self.conn, {"stack": stack_id, "names": chunk}):
-                out[r.name] = record_view(r)
+                out[r.name] = record_view(r, self.sealer)
         return out
 
     def head_values(self, stack_id: str, names: Iterable[str]) -> dict[str, RecordValues]:
@@ -174,8 +175,13 @@ class RecordQueries(TxPart):
         out: dict[str, RecordValues] = {}
         for chunk in chunks(sorted(set(names))):
             for r in self.conn.execute(_HEAD_VALUES, {"stack": stack_id, "names": chunk}):
-                out[r.name] = RecordValues(r.name, r.action, r.physical_id, r.reference_id,
-                                           r.attributes or {})
+                attributes, reference = r.attributes or {}, r.reference_id
+                if SEALED in attributes:
+                    attributes = self.sealer.open_members(attributes)
+                if reference is not None and reference.startswith(PREFIX):
+                    reference = self.sealer.open(reference)
+                out[r.name] = RecordValues(r.name, r.action, r.physical_id, reference,
+                                           attributes)
         return out
 
     # making -------------------------------------------------------------------------------
@@ -261,7 +267,7 @@ class RecordQueries(TxPart):
         claimed: dict[int, RecordView] = {}
         for chunk in chunks(sorted(set(record_ids))):
             rows = _CLAIM.rows(self.conn, {"ids": chunk, "owner": owner, "until": until})
-            claimed.update({r.id: record_view(r) for r in rows})
+            claimed.update({r.id: record_view(r, self.sealer) for r in rows})
         return claimed
 
     def renew_leases(self, record_ids: Iterable[int], owner: str, until: float) -> set[int]:
@@ -324,7 +330,8 @@ class RecordQueries(TxPart):
             if c.delete or (not c.values and c.watch is None):
                 continue
             keys = tuple(sorted(c.values))
-            row = {"_id": c.record_id, "_now": now, **c.values}
+            row = {"_id": c.record_id, "_now": now,
+                   **(c.values if c.secret is None else sealed(self.sealer, c))}
             if c.watch is not None:
                 row["_watch"] = now + c.watch
             shapes.setdefault((keys, c.watch is not None), []).append(row)
@@ -347,7 +354,7 @@ class RecordQueries(TxPart):
         if c.delete:
             done = _DELETE_FENCED.count(self.conn, row)
         else:
-            row.update(c.values, _now=self.now)
+            row.update(c.values if c.secret is None else sealed(self.sealer, c), _now=self.now)
             if c.watch is not None:
                 row["_watch"] = self.now + c.watch
             done = _applying(tuple(sorted(c.values)), c.watch is not None, fenced=True) \
@@ -374,7 +381,7 @@ class RecordQueries(TxPart):
             ).values(status="FAILED", status_reason=reason, operation=None,
                      lease_owner=None, lease_expires=None, updated_at=self.now
                      ).returning(*T_RES.c))
-            failed.extend(record_view(r) for r in rows)
+            failed.extend(record_view(r, self.sealer) for r in rows)
         return failed
 
     def set_record_state(self, record_id: int, action: str, status: str,
@@ -411,3 +418,25 @@ class RecordQueries(TxPart):
         """Remove every resource record of a stack (the cloud is not touched)."""
         return int(self.conn.execute(delete(T_RES).where(T_RES.c.stack_id == stack_id))
                    .rowcount)
+
+
+def sealed(sealer: Sealer, change: RecordChange) -> dict[str, Any]:
+    """A change's values with those it marks secret sealed (``store/sealing.py``): members
+    of its properties (and of its operation's), of its attributes, and its reference."""
+    secret, values = change.secret, dict(change.values)
+    assert secret is not None
+    names = None if secret.all_properties else secret.properties
+    if names is None or names:
+        if isinstance(values.get("properties"), Mapping):
+            values["properties"] = sealer.seal_members(values["properties"], names)
+        operation = values.get("operation")
+        if isinstance(operation, Mapping) and isinstance(operation.get("properties"), Mapping):
+            values["operation"] = {**operation, "properties": sealer.seal_members(
+                operation["properties"], names)}
+    if (secret.all_attributes or secret.attributes) and \
+            isinstance(values.get("attributes"), Mapping):
+        values["attributes"] = sealer.seal_members(
+            values["attributes"], None if secret.all_attributes else secret.attributes)
+    if secret.reference and isinstance(values.get("reference_id"), str):
+        values["reference_id"] = sealer.seal(values["reference_id"])
+    return values

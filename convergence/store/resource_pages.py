@@ -100,7 +100,7 @@ class ResourcePageQueries(TxPart):
         statement = statement.order_by(*(c.desc() if query.descending else c for c, _ in keys))
         if query.limit is not None:
             statement = statement.limit(query.limit)
-        records = tuple(record_view(r) for r in self.conn.execute(statement))
+        records = tuple(record_view(r, self.sealer) for r in self.conn.execute(statement))
         return ResourcePage(records, _required_by(self.conn, stack_id, [r.id for r in records]))
 
 

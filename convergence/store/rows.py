@@ -26,6 +26,7 @@ from convergence.ports.views import (
     WorkerView,
 )
 from convergence.store import models as m
+from convergence.store.sealing import PREFIX, SEALED, Sealer, opened
 
 T_STACK = cast(Table, m.StackRow.__table__)
 T_TEMPLATE = cast(Table, m.TemplateRow.__table__)
@@ -49,11 +50,13 @@ CHUNK = 500  # IN-lists are split so no statement grows without bound
 
 
 class TxPart:
-    """What every aggregate's part of a transaction works with: its connection, and the time
-    the transaction stamps its writes with (``transactions.Tx`` sets both)."""
+    """What every aggregate's part of a transaction works with: its connection, the time
+    the transaction stamps its writes with, and what its secrets are sealed with
+    (``transactions.Tx`` sets them)."""
 
     conn: Connection
     now: float
+    sealer: Sealer
 
 
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
@@ -117,13 +120,14 @@ def node_state() -> ColumnElement[str]:
     return m.NodeRow.__table__.c.state.concat("")
 
 
-def stack_view(row: Any) -> StackView:
+def stack_view(row: Any, sealer: Sealer) -> StackView:
+    """A stack, its secret outputs opened (read with its outputs: ``stack(outputs=True)``)."""
     return StackView(
         id=row.id, name=row.name, tenant=row.tenant, generation=row.generation,
         observed_generation=row.observed_generation, traversal_id=row.traversal_id,
         template_id=row.template_id, rollback_template_id=row.rollback_template_id,
         action=row.action, status=row.status, status_reason=row.status_reason,
-        outputs=row.outputs or {}, timeout_mins=row.timeout_mins,
+        outputs=opened(sealer, row.outputs or {}), timeout_mins=row.timeout_mins,
         disable_rollback=row.disable_rollback, created_at=row.created_at,
         updated_at=row.updated_at, deleted_at=row.deleted_at, observe=bool(row.observe),
         cloud=row.cloud, trust_id=row.trust_id, parent_id=row.parent_id,
@@ -141,15 +145,27 @@ def traversal_view(row: Any) -> TraversalView:
     )
 
 
-def record_view(row: Any) -> RecordView:
+def record_view(row: Any, sealer: Sealer) -> RecordView:
+    """A record, its secrets opened (a record with none pays three look-ups)."""
+    properties, attributes, reference = row.properties or {}, row.attributes or {}, \
+        row.reference_id
+    operation = row.operation
+    if SEALED in properties:
+        properties = sealer.open_members(properties)
+    if SEALED in attributes:
+        attributes = sealer.open_members(attributes)
+    if reference is not None and reference.startswith(PREFIX):
+        reference = sealer.open(reference)
+    if operation is not None and SEALED in (operation.get("properties") or ()):
+        operation = {**operation, "properties": opened(sealer, operation["properties"])}
     return RecordView(
         id=row.id, stack_id=row.stack_id, name=row.name, type=row.type,
         physical_id=row.physical_id, action=row.action, status=row.status,
         status_reason=row.status_reason, template_id=row.template_id,
         generation=row.generation, requires=tuple(row.requires or ()), replaces=row.replaces,
-        replaced_by=row.replaced_by, properties=row.properties or {},
-        attributes=row.attributes or {}, reference_id=row.reference_id,
-        operation=row.operation, fencing_token=row.fencing_token, lease_owner=row.lease_owner,
+        replaced_by=row.replaced_by, properties=properties,
+        attributes=attributes, reference_id=reference,
+        operation=operation, fencing_token=row.fencing_token, lease_owner=row.lease_owner,
         created_at=row.created_at, updated_at=row.updated_at,
         deletion_policy=row.deletion_policy,
     )
@@ -172,11 +188,12 @@ def event_view(row: Any) -> EventView:
     )
 
 
-def subscription_view(row: Any) -> SubscriptionView:
+def subscription_view(row: Any, sealer: Sealer) -> SubscriptionView:
+    """A subscription, its secret opened."""
     return SubscriptionView(
         id=row.id, tenant=row.tenant, url=row.url, events=tuple(row.events or ()),
-        stack_id=row.stack_id, secret=row.secret, last_event_id=int(row.last_event_id),
-        created_at=row.created_at)
+        stack_id=row.stack_id, secret=sealer.open(row.secret),
+        last_event_id=int(row.last_event_id), created_at=row.created_at)
 
 
 def delivery_view(row: Any) -> DeliveryView:

@@ -19,6 +19,7 @@ from convergence.ports.views import SoftwareConfigView, SoftwareDeploymentView
 from convergence.store import dialect
 from convergence.store import models as m
 from convergence.store.rows import T_RES, TxPart
+from convergence.store.sealing import PREFIX
 
 T_CONFIG = cast(Table, m.SoftwareConfigRow.__table__)
 T_DEPLOYMENT = cast(Table, m.SoftwareDeploymentRow.__table__)
@@ -171,14 +172,18 @@ class SoftwareQueries(TxPart):
 
     # the engine's keys -------------------------------------------------------------------
     def service_key(self, name: str) -> str:
-        """The engine's key called ``name``, made (random) the first time it is asked for."""
+        """The engine's key called ``name``, made (random) the first time it is asked for;
+        kept encrypted (``store/sealing.py``: one kept in clear before is encrypted now)."""
         found = self.conn.execute(select(T_KEY.c.value).where(T_KEY.c.name == name)).scalar()
         if found is not None:
-            return str(found)
+            if not str(found).startswith(PREFIX):
+                self.conn.execute(update(T_KEY).where(T_KEY.c.name == name, T_KEY.c.value == found)
+                                  .values(value=self.sealer.seal(str(found))))
+            return self.sealer.open(str(found))
         value = secrets.token_urlsafe(32)
         # Two processes may make it at once: the first one's stays, the other's insert is
         # dropped (and it reads the first one's).
-        dialect.insert_or_ignore(self.conn, T_KEY, "name",
-                                 {"name": name, "value": value, "created_at": self.now})
-        return str(self.conn.execute(select(T_KEY.c.value).where(T_KEY.c.name == name))
-                   .scalar())
+        dialect.insert_or_ignore(self.conn, T_KEY, "name", {
+            "name": name, "value": self.sealer.seal(value), "created_at": self.now})
+        return self.sealer.open(str(self.conn.execute(
+            select(T_KEY.c.value).where(T_KEY.c.name == name)).scalar()))

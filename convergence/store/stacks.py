@@ -8,7 +8,7 @@ API's statistics. A template is stored once, addressed by the hash of its conten
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, or_, select, update
@@ -27,6 +27,7 @@ from convergence.store.rows import (
     chunks,
     stack_view,
 )
+from convergence.store.sealed_templates import opened_content, sealed_content
 
 _STACK = select(T_STACK).where(T_STACK.c.id == bindparam("id"))
 # FOR NO KEY UPDATE on PostgreSQL (see ``dialect.lock_no_key``); SQLite renders no lock.
@@ -38,18 +39,21 @@ _LOCK_BARE_STACK = _BARE_STACK.with_for_update(key_share=True)
 class StackQueries(TxPart):
     # templates ----------------------------------------------------------------------------
     def put_template(self, content: TemplateContent, description: str | None = None,
-                     shown_parameters: Mapping[str, str] | None = None) -> str:
+                     shown_parameters: Mapping[str, str] | None = None,
+                     hidden: Collection[str] = ()) -> str:
         """Store a desired state once (its id is its hash); ``description``: its template's,
         kept beside it for the stack list; ``shown_parameters``: its parameters as a stack
-        show gives them, kept so that a show parses no template."""
+        show gives them, kept so that a show parses no template; ``hidden``: the parameters
+        whose values are kept encrypted (``store/sealed_templates.py``)."""
         tid = template_id(content)
         exists = self.conn.execute(select(T_TEMPLATE.c.id).where(T_TEMPLATE.c.id == tid))
         if exists.first() is None:
+            parameters, environments, files = sealed_content(self.sealer, content, hidden)
             # Two requests of one content (two stacks made from one template) may both find
             # it missing: the second insert does nothing rather than fail on the key.
             dialect.insert_or_ignore(self.conn, T_TEMPLATE, "id", dict(
-                id=tid, text=content.text, files=dict(content.files),
-                environments=list(content.environments), parameters=dict(content.parameters),
+                id=tid, text=content.text, files=files,
+                environments=environments, parameters=parameters,
                 created_at=self.now, description=description,
                 scaling=dict(content.scaling) if content.scaling else None,
                 shown_parameters=dict(shown_parameters) if shown_parameters is not None
@@ -75,8 +79,7 @@ class StackQueries(TxPart):
 
     def template(self, tid: str) -> TemplateContent:
         row = self.conn.execute(select(T_TEMPLATE).where(T_TEMPLATE.c.id == tid)).one()
-        return TemplateContent(row.text, row.files or {}, tuple(row.environments or ()),
-                               row.parameters or {}, row.scaling or {})
+        return opened_content(self.sealer, row)
 
     # stacks -------------------------------------------------------------------------------
     def insert_stack(self, stack_id: str, tenant: str, name: str, *, timeout_mins: int | None,
@@ -99,7 +102,7 @@ class StackQueries(TxPart):
         query = (_LOCK_STACK if lock else _STACK) if outputs else \
             (_LOCK_BARE_STACK if lock else _BARE_STACK)
         row = self.conn.execute(query, {"id": stack_id}).first()
-        return stack_view(row) if row is not None else None
+        return stack_view(row, self.sealer) if row is not None else None
 
     def find_stack(self, tenant: str, name_or_id: str) -> StackView | None:
         live = T_STACK.c.deleted_at.is_(None)
@@ -107,20 +110,21 @@ class StackQueries(TxPart):
             T_STACK.c.tenant == tenant,
             or_(and_(T_STACK.c.name == name_or_id, live), T_STACK.c.id == name_or_id),
         ).order_by(T_STACK.c.created_at.desc())).first()
-        return stack_view(row) if row is not None else None
+        return stack_view(row, self.sealer) if row is not None else None
 
     def stacks(self, tenant: str, *, include_deleted: bool = False) -> list[StackView]:
         query = select(T_STACK).where(T_STACK.c.tenant == tenant)
         if not include_deleted:
             query = query.where(T_STACK.c.deleted_at.is_(None))
-        return [stack_view(r) for r in self.conn.execute(query.order_by(T_STACK.c.created_at))]
+        return [stack_view(r, self.sealer)
+                for r in self.conn.execute(query.order_by(T_STACK.c.created_at))]
 
     def stacks_by_id(self, ids: Iterable[str]) -> dict[str, StackView]:
         """The stacks (deleted ones too) with these ids."""
         found: dict[str, StackView] = {}
         for chunk in chunks(sorted(set(ids)), CHUNK):
             for row in self.conn.execute(select(T_STACK).where(T_STACK.c.id.in_(chunk))):
-                found[row.id] = stack_view(row)
+                found[row.id] = stack_view(row, self.sealer)
         return found
 
     def stacks_to_observe(self, before: float, limit: int) -> list[StackView]:
@@ -131,7 +135,7 @@ class StackQueries(TxPart):
             T_STACK.c.status != "IN_PROGRESS",
             or_(T_STACK.c.observed_at.is_(None), T_STACK.c.observed_at < before),
         ).order_by(T_STACK.c.observed_at.is_not(None), T_STACK.c.observed_at).limit(limit)
-        return [stack_view(r) for r in self.conn.execute(query)]
+        return [stack_view(r, self.sealer) for r in self.conn.execute(query)]
 
     def spent_trusts(self, limit: int) -> list[StackView]:
         """Deleted (or abandoned) stacks that still name a trust: one whose deletion did not
@@ -140,14 +144,14 @@ class StackQueries(TxPart):
         query = select(T_STACK).where(T_STACK.c.trust_id.is_not(None),
                                       T_STACK.c.deleted_at.is_not(None),
                                       T_STACK.c.parent_id.is_(None)).limit(limit)
-        return [stack_view(r) for r in self.conn.execute(query)]
+        return [stack_view(r, self.sealer) for r in self.conn.execute(query)]
 
     def child_stack(self, parent_record_id: int) -> StackView | None:
         """The nested stack a resource record made (the newest, if it made several)."""
         row = self.conn.execute(select(T_STACK).where(
             T_STACK.c.parent_record_id == parent_record_id,
         ).order_by(T_STACK.c.created_at.desc()).limit(1)).first()
-        return stack_view(row) if row is not None else None
+        return stack_view(row, self.sealer) if row is not None else None
 
     def child_stacks(self, stack_id: str, *, in_progress: bool = False) -> list[StackView]:
         """The live nested stacks of a stack (``in_progress``: those with a request under
@@ -156,7 +160,8 @@ class StackQueries(TxPart):
                                       T_STACK.c.deleted_at.is_(None))
         if in_progress:
             query = query.where(T_STACK.c.status == "IN_PROGRESS")
-        return [stack_view(r) for r in self.conn.execute(query.order_by(T_STACK.c.id))]
+        return [stack_view(r, self.sealer)
+                for r in self.conn.execute(query.order_by(T_STACK.c.id))]
 
     def tree_resources(self, root_id: str) -> int:
         """The resource records of a whole tree of stacks (a top-level stack and every
@@ -171,8 +176,12 @@ class StackQueries(TxPart):
         self.conn.execute(update(T_STACK).where(T_STACK.c.id == stack_id)
                           .values(updated_at=self.now, **values))
 
-    def finish_stack(self, stack_id: str, traversal_id: str, **values: Any) -> bool:
-        """Set the outcome, only if this traversal is still the stack's current one."""
+    def finish_stack(self, stack_id: str, traversal_id: str, *,
+                     secret_outputs: Collection[str] = (), **values: Any) -> bool:
+        """Set the outcome, only if this traversal is still the stack's current one;
+        ``secret_outputs``: the outputs whose values are kept encrypted."""
+        if secret_outputs and isinstance(values.get("outputs"), Mapping):
+            values["outputs"] = self.sealer.seal_members(values["outputs"], secret_outputs)
         result = self.conn.execute(update(T_STACK).where(
             T_STACK.c.id == stack_id, T_STACK.c.traversal_id == traversal_id,
         ).values(updated_at=self.now, **values))

@@ -34,6 +34,7 @@ from convergence.store.nodes import NodeQueries
 from convergence.store.orphans import OrphanQueries
 from convergence.store.records import RecordQueries
 from convergence.store.resource_pages import ResourcePageQueries
+from convergence.store.sealing import Sealer, random_sealer
 from convergence.store.software import SoftwareQueries
 from convergence.store.stacks import StackQueries
 from convergence.store.sweeps import SweepQueries
@@ -55,9 +56,10 @@ class Tx(StackQueries, TraversalQueries, NodeQueries, RecordQueries, ResourcePag
          SoftwareQueries):
     """One transaction's worth of primitives. Obtained from ``Store.begin``."""
 
-    def __init__(self, conn: Connection, now: float) -> None:
+    def __init__(self, conn: Connection, now: float, sealer: Sealer | None = None) -> None:
         self.conn = conn
         self.now = now
+        self.sealer = sealer or random_sealer()  # the store's (a key of its own: tests)
 
     def ping(self) -> None:
         """A trivial query: raises when the database does not answer."""
@@ -65,16 +67,20 @@ class Tx(StackQueries, TraversalQueries, NodeQueries, RecordQueries, ResourcePag
 
 
 class Store:
-    """Opens transactions on one database."""
+    """Opens transactions on one database. ``sealer``: what the secrets it keeps are
+    encrypted with (``convergence.store.sealing``; the runtime hands the process's; without
+    one, a key of this store's own)."""
 
-    def __init__(self, engine: Engine, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, engine: Engine, clock: Callable[[], float] = time.time,
+                 sealer: Sealer | None = None) -> None:
         self.engine = engine
         self.clock = clock
+        self.sealer = sealer or random_sealer()
 
     @contextmanager
     def begin(self) -> Iterator[Tx]:
         with self.engine.begin() as conn:
-            yield Tx(conn, self.clock())
+            yield Tx(conn, self.clock(), self.sealer)
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
@@ -84,7 +90,7 @@ class Store:
         with self.engine.connect() as conn:
             conn = conn.execution_options(**{READ_ONLY: True})
             with conn.begin():
-                yield Tx(conn, self.clock())
+                yield Tx(conn, self.clock(), self.sealer)
 
     def transact(self, work: Callable[[Tx], R], attempts: int = 3) -> R:
         """Run ``work`` in a transaction, again (from the start, in a new one) when the

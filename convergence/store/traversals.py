@@ -77,7 +77,7 @@ class TraversalQueries(TxPart):
         row = rows[0]
         n = len(T_TRAV.c)
         trav = traversal_view(Row(T_TRAV, row[:n]))
-        return trav, stack_view(Row(T_STACK, row[n:]))
+        return trav, stack_view(Row(T_STACK, row[n:]), self.sealer)
 
     def traversal(self, traversal_id: str, *, lock: bool = False) -> TraversalView | None:
         query = select(T_TRAV).where(T_TRAV.c.id == traversal_id)

@@ -56,10 +56,12 @@ class WebhookQueries(TxPart):
 
     def insert_subscription(self, sub_id: str, tenant: str, url: str, events: Sequence[str],
                             stack_id: str | None, secret: str) -> SubscriptionView:
-        """A new subscription; it is notified of events committed from now on only."""
+        """A new subscription; it is notified of events committed from now on only. Its
+        secret is kept encrypted (``store/sealing.py``)."""
         last = self.conn.execute(select(func.max(T_EVENT.c.id))).scalar() or 0
         values = {"id": sub_id, "tenant": tenant, "url": url, "events": list(events),
-                  "stack_id": stack_id, "secret": secret, "last_event_id": int(last),
+                  "stack_id": stack_id, "secret": self.sealer.seal(secret),
+                  "last_event_id": int(last),
                   "created_at": self.now}
         self.conn.execute(insert(T_SUB).values(**values))
         return SubscriptionView(sub_id, tenant, url, tuple(events), stack_id, secret, int(last),
@@ -73,12 +75,12 @@ class WebhookQueries(TxPart):
             query = query.where(T_SUB.c.tenant == tenant)
         if lock:
             query = dialect.lock(self.conn, query)
-        return [subscription_view(r) for r in self.conn.execute(query)]
+        return [subscription_view(r, self.sealer) for r in self.conn.execute(query)]
 
     def subscription(self, tenant: str, sub_id: str) -> SubscriptionView | None:
         row = self.conn.execute(select(T_SUB).where(
             T_SUB.c.tenant == tenant, T_SUB.c.id == sub_id)).first()
-        return subscription_view(row) if row is not None else None
+        return subscription_view(row, self.sealer) if row is not None else None
 
     def delete_subscription(self, tenant: str, sub_id: str) -> bool:
         """Remove a subscription and its deliveries (pending ones are not sent)."""
@@ -102,7 +104,8 @@ class WebhookQueries(TxPart):
         if stack_id is not None:
             query = query.where(T_EVENT.c.stack_id == stack_id)
         width = len(T_EVENT.c)
-        return [(event_view(Row(T_EVENT, r[:width])), stack_view(Row(T_STACK, r[width:])))
+        return [(event_view(Row(T_EVENT, r[:width])),
+                 stack_view(Row(T_STACK, r[width:]), self.sealer))
                 for r in self.conn.execute(query)]
 
     def add_deliveries(self, sub_id: str, last_event_id: int,
@@ -137,7 +140,7 @@ class WebhookQueries(TxPart):
                 T_DELIVERY.c.next_attempt_at == delivery.next_attempt_at,
             ).values(next_attempt_at=self.now + lease))
             if done.rowcount == 1:
-                claimed.append((delivery, subscription_view(Row(T_SUB, r[width:]))))
+                claimed.append((delivery, subscription_view(Row(T_SUB, r[width:]), self.sealer)))
         return claimed
 
     def delivery_attempted(self, delivery_id: int, *, delivered: bool, error: str,

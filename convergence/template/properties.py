@@ -67,6 +67,13 @@ class TypeSchema:
     generates_stack: bool = False
     # Replaced by every stack update, changed or not (Heat's UpdateWaitConditionHandle).
     replaced_on_update: bool = False
+    # Secrets, kept encrypted at rest as Heat keeps its redacted resource data: properties
+    # (a server's admin_pass) and attributes (a key pair's private_key). Those that take a
+    # hidden parameter's value are found from the template (``convergence.engine.secrets``).
+    secret_properties: frozenset[str] = frozenset()
+    secret_attributes: frozenset[str] = frozenset()
+    # Its reference (``get_resource``) is a secret too (a random string's is its value).
+    secret_reference: bool = False
 
 
 class TypeCatalog(Protocol):

@@ -22,7 +22,12 @@ from convergence.ports.views import NewEvent
 from convergence.runtime import Runtime, open_runtime
 from convergence.settings import Settings
 from tests.api.test_stacks_api import BASE, assert_heat_error, create, drain
-from tests.conftest_services import drop_postgres_database, fresh_database_url, postgres_url
+from tests.conftest_services import (
+    TEST_ENCRYPTION_KEYS,
+    drop_postgres_database,
+    fresh_database_url,
+    postgres_url,
+)
 
 Row = dict[str, Any]
 
@@ -38,7 +43,8 @@ def pg_database() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path)))
+    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path),
+                                    encryption_keys=TEST_ENCRYPTION_KEYS))
     yield runtime
     runtime.store.engine.dispose()
 

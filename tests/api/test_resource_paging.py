@@ -41,7 +41,12 @@ from convergence.store.migrate import upgrade
 from convergence.store.transactions import Store
 from tests.api.test_stacks_api import BASE, assert_heat_error, drain
 from tests.api_process import running_api
-from tests.conftest_services import drop_postgres_database, fresh_database_url, postgres_url
+from tests.conftest_services import (
+    TEST_ENCRYPTION_KEYS,
+    drop_postgres_database,
+    fresh_database_url,
+    postgres_url,
+)
 
 Item = dict[str, Any]
 
@@ -69,7 +74,8 @@ def pg_database() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path)))
+    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path),
+                                    encryption_keys=TEST_ENCRYPTION_KEYS))
     yield runtime
     runtime.store.engine.dispose()
 

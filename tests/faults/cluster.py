@@ -43,6 +43,7 @@ from sqlalchemy.exc import DBAPIError
 
 from convergence.simcloud.serve import CLOUD_NAME, clouds_yaml, running
 from convergence.simcloud.state import Options, SimCloud
+from tests.conftest_services import encryption_environ
 from tests.faults.services import BlackHole, PrivatePostgres, PrivateRedis, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,6 +262,7 @@ class FaultCluster:
         return {**os.environ,
                 "CONVERGENCE_DATABASE_URL": self.database_url,
                 "CONVERGENCE_BROKER_URL": self.redis.url,
+                **encryption_environ(),
                 "CONVERGENCE_BATCH_SIZE": "50",
                 "PYTHONUNBUFFERED": "1",
                 **self.timing.env(), **self.extra_env, **extra}

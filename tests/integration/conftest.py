@@ -46,8 +46,10 @@ from convergence.simcloud.serve import running as serve_cloud
 from convergence.simcloud.state import Options, SimCloud
 from convergence.store.migrate import upgrade
 from tests.conftest_services import (
+    TEST_ENCRYPTION_KEYS,
     claim_redis_db,
     drop_postgres_database,
+    encryption_environ,
     postgres_url,
     require_postgres,
     require_redis,
@@ -160,10 +162,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     database_url = postgres_url(database)  # created, empty
     broker_url, release_broker = claim_redis_db(REDIS_DBS, run)
     settings = Settings(database_url=database_url, broker_url=broker_url,
-                        poll_seconds=POLL_SECONDS, batch_size=50)
+                        poll_seconds=POLL_SECONDS, batch_size=50,
+                        encryption_keys=TEST_ENCRYPTION_KEYS)
     env = {**os.environ,
            "CONVERGENCE_DATABASE_URL": database_url,
            "CONVERGENCE_BROKER_URL": broker_url,
+           **encryption_environ(),
            "CONVERGENCE_POLL_SECONDS": str(POLL_SECONDS),
            "CONVERGENCE_BATCH_SIZE": "50",
            "PYTHONUNBUFFERED": "1"}

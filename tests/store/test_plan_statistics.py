@@ -23,7 +23,7 @@ from convergence.engine import planning
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import running, stacks
 from convergence.settings import Settings
-from tests.conftest_services import fresh_database_url
+from tests.conftest_services import TEST_ENCRYPTION_KEYS, fresh_database_url
 
 TENANT = "t"
 THRESHOLD = 30
@@ -33,7 +33,8 @@ THRESHOLD = 30
 def rt(request: pytest.FixtureRequest, tmp_path: Path,
        monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
     monkeypatch.setattr(planning, "STATISTICS_AFTER_NODES", THRESHOLD)
-    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path)))
+    runtime = open_runtime(Settings(database_url=fresh_database_url(request, tmp_path),
+                                    encryption_keys=TEST_ENCRYPTION_KEYS))
     yield runtime
     runtime.store.engine.dispose()
 

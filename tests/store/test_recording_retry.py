@@ -21,7 +21,12 @@ from convergence.runtime import Runtime, open_runtime
 from convergence.services import queries, running, stacks
 from convergence.settings import Settings
 from convergence.store.migrate import upgrade
-from tests.conftest_services import postgres_url, require_postgres, reset_postgres_schema
+from tests.conftest_services import (
+    TEST_ENCRYPTION_KEYS,
+    postgres_url,
+    require_postgres,
+    reset_postgres_schema,
+)
 from tests.engine.harness import TENANT, res, template
 
 PG_DATABASE = "convergence_test_recording_retry"
@@ -33,7 +38,8 @@ def rt() -> Iterator[Runtime]:
     url = postgres_url(PG_DATABASE)
     reset_postgres_schema(url)
     upgrade(url)
-    runtime = open_runtime(Settings(database_url=url, lease_seconds=600.0, inline_seconds=0.0))
+    runtime = open_runtime(Settings(database_url=url, lease_seconds=600.0, inline_seconds=0.0,
+                                    encryption_keys=TEST_ENCRYPTION_KEYS))
     yield runtime
     runtime.store.engine.dispose()
 

@@ -30,7 +30,7 @@ from convergence.store.db import make_engine
 from convergence.store.entity_tables import SqlEntityTables
 from convergence.store.migrate import upgrade
 from convergence.store.models import TestEntityRow
-from tests.conftest_services import postgres_url, reset_postgres_schema
+from tests.conftest_services import TEST_ENCRYPTION_KEYS, postgres_url, reset_postgres_schema
 from tests.engine.harness import TENANT, Story, entity_backend, res, template
 
 PG_DATABASE = "convergence_test_entities"
@@ -71,7 +71,7 @@ def test_create_makes_an_entity_every_time_as_a_cloud_does(db: sa.Engine) -> Non
 @pytest.fixture
 def pg_rt(pg_url: str) -> Iterator[Runtime]:
     settings = Settings(database_url=pg_url, batch_size=50, lease_seconds=LEASE,
-                        sweep_seconds=5.0)
+                        sweep_seconds=5.0, encryption_keys=TEST_ENCRYPTION_KEYS)
     runtime = open_runtime(settings, clock=ManualClock())
     yield runtime
     runtime.store.engine.dispose()

@@ -130,6 +130,8 @@ class RandomStringResource(PluginBase):
         },
         attributes=frozenset({"value"}),
         description="Generates a random string.",
+        # A password, often: kept encrypted, as Heat's; its reference is the value too.
+        secret_attributes=frozenset({"value"}), secret_reference=True,
     )
 
     def create(self, ctx: PluginContext, props: Mapping[str, Any]) -> Progress:

@@ -54,6 +54,7 @@ class KeyPair(OpenStackResource):
                                    custom_constraint="keystone.user"),
         },
         attributes=frozenset({"public_key", "private_key", "show"}),
+        secret_attributes=frozenset({"private_key"}),  # kept encrypted, as Heat redacts it
     )
 
     def user_id(self, conn: Any, props: Mapping[str, Any]) -> str | None:

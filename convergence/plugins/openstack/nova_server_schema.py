@@ -186,4 +186,5 @@ SCHEMA = TypeSchema(
     attributes=ATTRIBUTES,
     snapshot=True,
     implicit=implicit.server,
+    secret_properties=frozenset({"admin_pass"}),
 )
