@@ -7,10 +7,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml
+# The engine and the simulated cloud (simcloud/, a distribution of its own that the demo, the
+# tests and the benchmarks need), both editable, in one pip command: the `simcloud` extra
+# then resolves to the local folder, not the package index.
+$(STAMP): pyproject.toml simcloud/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./simcloud -e '.[dev,simcloud]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/convergence demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check convergence workers tests benchmarks
+	$(BIN)/ruff check convergence workers tests benchmarks simcloud
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

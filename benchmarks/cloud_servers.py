@@ -74,8 +74,8 @@ def start_simcloud(folder: str, port: int, options: list[str]
     """``convergence simcloud`` as a process on ``port`` with ``options``, once it answers:
     the process, its control client, and the environment that points openstacksdk at it
     (a ``clouds.yaml`` in ``folder``)."""
-    from convergence.simcloud.client import SimControl
-    from convergence.simcloud.serve import clouds_yaml
+    from convergence_simcloud.client import SimControl
+    from convergence_simcloud.serve import clouds_yaml
 
     url = f"http://127.0.0.1:{port}"
     cloud = subprocess.Popen(

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import openstack
 
-from convergence.simcloud.client import SimControl
+from convergence_simcloud.client import SimControl
 
 
 def free_port() -> int:

@@ -9,6 +9,7 @@ notifier and webhook deliverer, the app owns: ``convergence.api.app``).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -39,6 +40,12 @@ from convergence.store.transactions import Store
 
 log = logging.getLogger(__name__)
 
+# Why the embedded command line has no cloud when none is configured and the simulated cloud
+# (an optional distribution) is not installed: a template needing one is refused, saying so.
+NO_SIMULATED_CLOUD = ("no cloud is configured, and the simulated cloud this command would serve "
+                      "instead is not installed: set OS_CLOUD (a clouds.yaml entry) or the OS_* "
+                      "variables, or pip install 'convergence[simcloud]'")
+
 
 @dataclass
 class Runtime:
@@ -63,7 +70,7 @@ def _embedded_cloud(settings: Settings, said: Callable[[str], None] | None,
     folder), and said so (``said``). Only a person's own command line asks for it
     (``open_runtime(simulated_cloud=True)``); a server process never starts one."""
     def start() -> Mapping[str, str]:
-        from convergence.simcloud import embedded
+        from convergence_simcloud import embedded
 
         folder = Path(sqlite_folder(settings.database_url) or tempfile.mkdtemp()) / "simcloud"
         started = embedded.start(folder)
@@ -112,10 +119,19 @@ def open_runtime(settings: Settings, *, clock: Clock | None = None,
     environ = os.environ if environ is None else environ
     children = ChildStackService()  # nested stacks: the engine's own stacks, as a backend
     software = SoftwareService()  # software configs, deployments and signed URLs
+    # The simulated cloud is an optional distribution (``convergence-simcloud``) that a
+    # production install leaves out: without it, a template needing a cloud is refused at
+    # acceptance, saying to configure one or to install it.
+    fallback: Callable[[], Mapping[str, str]] | None = None
+    no_cloud: str | None = None
+    if simulated_cloud and settings.embedded:
+        if importlib.util.find_spec("convergence_simcloud") is None:
+            no_cloud = NO_SIMULATED_CLOUD
+        else:
+            fallback = _embedded_cloud(settings, said)
     registry = (registry or PluginRegistry.from_entry_points()).bind(
         PluginHost(now=clock.now, entity_tables=SqlEntityTables(db), environ=environ,
-                   fallback_cloud=_embedded_cloud(settings, said)
-                   if simulated_cloud and settings.embedded else None,
+                   fallback_cloud=fallback, no_cloud=no_cloud,
                    stacks=children, software=software))
     worker_id = settings.worker_id or f"{socket.gethostname()}-{id(store):x}"
     engine = Engine(store, registry, worker_id=worker_id,

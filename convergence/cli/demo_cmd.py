@@ -2,7 +2,8 @@
 
 Run by ``make demo``. Uses ``examples/cloud-app.yaml``: a network, subnet, router to the
 outside, two servers on ports of their own and a volume attached to one of them, made in a
-simulated OpenStack cloud (``convergence.simcloud``) that the demo serves in this process.
+simulated OpenStack cloud (``convergence_simcloud``, the optional ``convergence-simcloud``
+distribution: without it the demo says how to install it) that it serves in this process.
 The phases: create; update with ``cloud-app-update-env.yaml`` (``--existing``: a new flavor
 replaces the application server, its port moving to the new one; a metadata change updates
 the database server in place); the database server deleted behind the engine's back (a
@@ -32,6 +33,7 @@ import click
 from convergence.cli import output as out
 from convergence.cli.common import read_input, report_errors
 from convergence.cli.progress import make_view, run_to_end
+from convergence.cli.simulated import require_simulated_cloud
 from convergence.heat_fields import output_items
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ MADE = ("server", "port", "network", "subnet", "router", "floatingip", "volume",
 def demo(database_url: str | None, examples_dir: Path) -> None:
     """Create, update, break, repair and delete a stack of servers, a network and a volume
     in a simulated cloud, on the embedded engine, and show it."""
+    require_simulated_cloud("convergence demo", "runs its stack in a simulated cloud")
     missing = [n for n in (TEMPLATE, UPDATE_ENVIRONMENT) if not (examples_dir / n).is_file()]
     if missing:
         raise click.UsageError(f"{examples_dir}: missing {', '.join(missing)} "
@@ -75,9 +78,9 @@ def _run(url: str, examples: Path, folder: Path, *, throwaway: bool) -> bool:
     from convergence.runtime import open_runtime
     from convergence.services import queries, stacks
     from convergence.settings import Settings
-    from convergence.simcloud import embedded
-    from convergence.simcloud.client import SimControl
     from convergence.store.db import redacted_url
+    from convergence_simcloud import embedded
+    from convergence_simcloud.client import SimControl
 
     cloud = embedded.start(folder / "simcloud", build_seconds=1.0)
     control = SimControl(cloud.url)

@@ -1,10 +1,12 @@
 """``convergence simcloud``: serve the simulated OpenStack cloud and print its ``clouds.yaml``.
 
 Registered (lazily) on the ``convergence`` group by ``convergence.cli``; the simulated cloud,
-FastAPI and uvicorn are imported when the command runs. ``--state FILE`` keeps the cloud's
-state in a JSON file (loaded at start, saved on each change and at shutdown); ``--seed FILE``
-(YAML or JSON, see ``convergence.simcloud.seed.seed_from_mapping``) adds users, projects and
-application credentials; ``--token-lifetime`` is how long a token lives; ``--build-seconds`` how
+FastAPI and uvicorn are imported when the command runs. The simulated cloud is the optional
+``convergence-simcloud`` distribution: without it the command says how to install it.
+``--state FILE`` keeps the cloud's state in a JSON file (loaded at start, saved on each change
+and at shutdown); ``--seed FILE`` (YAML or JSON, see
+``convergence_simcloud.seed.seed_from_mapping``) adds users, projects and application
+credentials; ``--token-lifetime`` is how long a token lives; ``--build-seconds`` how
 long a server stays in BUILD (``--flavor-build-seconds`` per flavor), ``--volume-seconds`` how
 long Cinder's phases take (for all volumes or per size). The cloud's software-configuration
 agent (Heat software deployments on the servers that ask for it) polls every
@@ -12,7 +14,7 @@ agent (Heat software deployments on the servers that ask for it) polls every
 enables it). The agent executes nothing unless told: a ``script`` config's run is simulated
 (it succeeds, says so, and its outputs are derived from its inputs). ``--execute-scripts``
 executes them on this host, logged as a warning at start, confined by
-``convergence.simcloud.agent_scripts``: as ``--script-user`` (default ``nobody``) when the
+``convergence_simcloud.agent_scripts``: as ``--script-user`` (default ``nobody``) when the
 command runs as root, never as root, for at most ``--script-timeout`` seconds, sending back at
 most ``--script-output-limit`` bytes per stream.
 
@@ -36,6 +38,7 @@ from pathlib import Path
 import click
 
 from convergence.cli.api_cmd import is_loopback
+from convergence.cli.simulated import require_simulated_cloud
 
 STARTUP_FAILURE = 3  # as ``convergence api``: the server could not start (port in use)
 VOLUME_PHASES = ("create", "attach", "detach", "delete", "snapshot")
@@ -110,6 +113,7 @@ def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | No
              control_token: str | None) -> None:
     """Serve a simulated OpenStack cloud (Keystone, Nova, Neutron, Cinder, Glance) that
     openstacksdk and the openstack CLI accept; faults are set under /_sim/."""
+    require_simulated_cloud("convergence simcloud", "serves the simulated cloud")
     remote = not is_loopback(host)
     if remote and not allow_remote:
         raise click.UsageError(
@@ -120,11 +124,11 @@ def simcloud(host: str, port: int, state_file: Path | None, seed_file: Path | No
 
     import yaml
 
-    from convergence.simcloud.agent_scripts import run_as
-    from convergence.simcloud.control_auth import HEADER
-    from convergence.simcloud.seed import Seed, seed_from_mapping
-    from convergence.simcloud.serve import clouds_yaml, serve
-    from convergence.simcloud.state import Options, SimCloud
+    from convergence_simcloud.agent_scripts import run_as
+    from convergence_simcloud.control_auth import HEADER
+    from convergence_simcloud.seed import Seed, seed_from_mapping
+    from convergence_simcloud.serve import clouds_yaml, serve
+    from convergence_simcloud.state import Options, SimCloud
 
     account = None
     if execute_scripts:

@@ -165,7 +165,8 @@ class PluginHost:
 
     ``entity_tables``: the store's tables for plugin backends (None: the store keeps none);
     ``environ``: where a plugin reads its own settings from, once, as its backends are built;
-    ``fallback_cloud``: what to use when that names no cloud.
+    ``fallback_cloud``: what to use when that names no cloud; ``no_cloud``: why there is
+    none when neither gives one, said where a resource needing a cloud is refused.
     """
 
     now: Callable[[], float]
@@ -174,6 +175,10 @@ class PluginHost:
     # The environment of a cloud to use when ``environ`` names none, made on first use (the
     # embedded mode starts a simulated cloud): None, no such fallback.
     fallback_cloud: Callable[[], Mapping[str, str]] | None = None
+    # Why no cloud is reachable when ``environ`` names none and there is no fallback (the
+    # embedded command line without the simulated cloud installed): None, the cloud
+    # plugins' own message, naming the settings.
+    no_cloud: str | None = None
     # The engine's own stacks, for the types whose resources are nested stacks
     # (a :class:`ChildStacks`); None: this runtime makes none.
     stacks: object | None = None

@@ -324,9 +324,9 @@ def test_keystone_users_get_the_same_answers(tmp_path: Path) -> None:
     one project are answered as the tokens file's are."""
     from convergence.api.auth import KeystoneTokens
     from convergence.ports.clock import ManualClock
-    from convergence.simcloud.seed import Seed, SeedUser
-    from convergence.simcloud.serve import running as serving
-    from convergence.simcloud.state import SimCloud
+    from convergence_simcloud.seed import Seed, SeedUser
+    from convergence_simcloud.serve import running as serving
+    from convergence_simcloud.state import SimCloud
     from tests.openstack.test_clouds import ALICE_PASSWORD, ENGINE_PASSWORD, clouds_yaml
 
     seed = Seed(projects=["admin", "service", "blue"], users=[

@@ -17,10 +17,10 @@ import httpx
 import openstack
 import pytest
 
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.api_process import api_process
 
 TENANT = "ops"

@@ -1,7 +1,7 @@
 """The TripleO example (``examples/tripleo``) as an operator drives it, against a real
 ``convergence api`` process whose servers' agents run in the simulated cloud. That cloud
 simulates the script runs, as it does by default: each output is derived from its
-deployment's name and inputs (``convergence.simcloud.agent_hooks.simulated_value``), so the
+deployment's name and inputs (``convergence_simcloud.agent_hooks.simulated_value``), so the
 values still flow down the chain and change with the ``version``.
 
 Created, then a new ``version``: exactly the chained deployments run again (the database's,
@@ -22,12 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from convergence.simcloud.agent_hooks import simulated_value
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.seed import Seed, default_quota
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.agent_hooks import simulated_value
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.seed import Seed, default_quota
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.api_process import api_process
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tripleo"

@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from convergence.cli import cli
-from convergence.simcloud.seed import Seed, default_quota
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.seed import Seed, default_quota
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.api_process import api_process
 from tests.openstack.conftest import _region
 

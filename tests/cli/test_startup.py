@@ -38,7 +38,7 @@ with open(out, "w") as f:
 NOT_ON_HELP = ("sqlalchemy", "alembic", "celery", "kombu", "fastapi", "starlette", "uvicorn",
                "httpx", "networkx", "convergence.engine", "convergence.store",
                "convergence.services", "convergence.runtime", "convergence.template",
-               "convergence.api", "convergence.simcloud")
+               "convergence.api", "convergence_simcloud")
 NOT_REMOTE = ("sqlalchemy", "alembic", "celery", "kombu", "fastapi", "uvicorn",
               "convergence.engine", "convergence.store", "convergence.services",
               "convergence.runtime", "convergence.dispatch", "convergence.workers")

@@ -41,8 +41,8 @@ import httpx
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from convergence.simcloud.serve import CLOUD_NAME, clouds_yaml, running
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.serve import CLOUD_NAME, clouds_yaml, running
+from convergence_simcloud.state import Options, SimCloud
 from tests.conftest_services import encryption_environ
 from tests.faults.services import BlackHole, PrivatePostgres, PrivateRedis, free_port
 

@@ -57,7 +57,7 @@ def _wait_stack(api: str, name: str) -> dict[str, Any]:
 
 def test_a_worker_killed_between_the_create_call_and_its_write_leaves_one_server(
         cluster: FaultCluster) -> None:
-    from convergence.simcloud.client import SimControl
+    from convergence_simcloud.client import SimControl
 
     assert cluster.api is not None
     api = cluster.api.url

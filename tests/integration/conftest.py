@@ -41,10 +41,10 @@ from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import queries, running
 from convergence.settings import Settings
-from convergence.simcloud.serve import CLOUD_NAME, clouds_yaml
-from convergence.simcloud.serve import running as serve_cloud
-from convergence.simcloud.state import Options, SimCloud
 from convergence.store.migrate import upgrade
+from convergence_simcloud.serve import CLOUD_NAME, clouds_yaml
+from convergence_simcloud.serve import running as serve_cloud
+from convergence_simcloud.state import Options, SimCloud
 from tests.conftest_services import (
     TEST_ENCRYPTION_KEYS,
     claim_redis_db,

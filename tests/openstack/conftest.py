@@ -23,10 +23,10 @@ from convergence.ports.views import StackView
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import running
 from convergence.settings import Settings
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.engine.harness import TENANT, Story
 
 

@@ -23,10 +23,10 @@ from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import queries, running, stacks
 from convergence.settings import Settings
-from convergence.simcloud.seed import Seed, SeedUser
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
 from convergence.template import TemplateError
+from convergence_simcloud.seed import Seed, SeedUser
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.engine.harness import hot
 
 ENGINE_PASSWORD = "engine-Pa55-do-not-leak"
@@ -275,7 +275,7 @@ def test_a_keystone_callers_template_validates_against_the_callers_project(
 def test_a_trust_keystone_could_not_delete_then_is_deleted_by_the_sweeper(
         tmp_path: Path, place: Place) -> None:
     from convergence.engine.sweeper import Sweeper
-    from convergence.simcloud.client import SimControl
+    from convergence_simcloud.client import SimControl
 
     rt = runtime(tmp_path, place, auth="keystone")
     blue = place.project("blue")

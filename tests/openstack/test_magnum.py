@@ -20,11 +20,11 @@ import pytest
 
 from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.seed import Seed, default_quota
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.seed import Seed, default_quota
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.engine.harness import Story
 from tests.openstack.conftest import Cloud, _region
 

@@ -12,9 +12,9 @@ import openstack
 import pytest
 
 from convergence.ports.clock import ManualClock
-from convergence.simcloud.seed import Seed
-from convergence.simcloud.serve import running
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.seed import Seed
+from convergence_simcloud.serve import running
+from convergence_simcloud.state import Options, SimCloud
 
 Start = Callable[..., tuple[SimCloud, str]]
 

@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from convergence.ports.clock import ManualClock
-from convergence.simcloud.agent_config import AgentConfig, agent_config
-from convergence.simcloud.client import ControlError, SimControl
-from convergence.simcloud.serve import running
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.agent_config import AgentConfig, agent_config
+from convergence_simcloud.client import ControlError, SimControl
+from convergence_simcloud.serve import running
+from convergence_simcloud.state import Options, SimCloud
 from tests.simcloud.agent_fakes import Orchestration, deployment, orchestration, user_data
 from tests.simcloud.conftest import connect
 from tests.simcloud.test_servers import cirros, private_network

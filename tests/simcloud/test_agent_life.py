@@ -21,9 +21,9 @@ import httpx
 import yaml
 
 from convergence.ports.clock import ManualClock
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.serve import running
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.serve import running
+from convergence_simcloud.state import Options, SimCloud
 from tests.simcloud.agent_fakes import Orchestration, deployment, orchestration, user_data
 from tests.simcloud.conftest import connect
 from tests.simcloud.test_agent import wait_for

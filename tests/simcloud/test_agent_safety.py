@@ -31,10 +31,10 @@ import httpx
 import pytest
 
 from convergence.ports.clock import ManualClock
-from convergence.simcloud.agent_hooks import simulated_value
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.serve import running
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.agent_hooks import simulated_value
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.serve import running
+from convergence_simcloud.state import Options, SimCloud
 from tests.simcloud.agent_fakes import Orchestration, deployment, orchestration, user_data
 from tests.simcloud.conftest import connect
 from tests.simcloud.test_agent import wait_for

@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from openstack import exceptions
 
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.state import SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.state import SimCloud
 from tests.simcloud.conftest import Start, connect
 from tests.simcloud.test_images_flavors import OPENSTACK
 from tests.simcloud.test_network import TWO_PROJECTS

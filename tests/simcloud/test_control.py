@@ -12,8 +12,8 @@ import pytest
 from openstack import exceptions
 
 from convergence.ports.clock import ManualClock
-from convergence.simcloud.client import ControlError, SimControl
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import ControlError, SimControl
+from convergence_simcloud.state import Options, SimCloud
 from tests.simcloud.conftest import Start, connect
 from tests.simcloud.test_network import TWO_PROJECTS
 
@@ -127,7 +127,7 @@ def test_the_journal_says_who_called_what(start_cloud: Start) -> None:
 def test_rules_are_kept_in_the_state_file(tmp_path: Path) -> None:
     state = tmp_path / "cloud.json"
     cloud = SimCloud(options=Options(state_file=state), clock=ManualClock(time.time()))
-    from convergence.simcloud.serve import running
+    from convergence_simcloud.serve import running
     with running(cloud) as url:
         SimControl(url).add_rule("vanish_after", kind="server", metadata={"doomed": "yes"},
                                  seconds=60)

@@ -25,9 +25,9 @@ import httpx
 import pytest
 import yaml
 
-from convergence.simcloud.client import ControlError, SimControl
-from convergence.simcloud.serve import running
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import ControlError, SimControl
+from convergence_simcloud.serve import running
+from convergence_simcloud.state import Options, SimCloud
 from tests.api_process import free_port
 from tests.simcloud.conftest import connect
 

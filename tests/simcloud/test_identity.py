@@ -8,8 +8,8 @@ import keystoneauth1.exceptions
 import pytest
 from openstack import exceptions
 
-from convergence.simcloud.seed import Seed, SeedAppCredential, SeedUser
-from convergence.simcloud.state import Options
+from convergence_simcloud.seed import Seed, SeedAppCredential, SeedUser
+from convergence_simcloud.state import Options
 from tests.simcloud.conftest import Start, connect
 
 TOKEN_AUTH = {"username": None, "password": None, "user_domain_name": None,

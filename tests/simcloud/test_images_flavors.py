@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from openstack import exceptions
 
-from convergence.simcloud.seed import Seed, SeedFlavor
-from convergence.simcloud.serve import clouds_yaml
+from convergence_simcloud.seed import Seed, SeedFlavor
+from convergence_simcloud.serve import clouds_yaml
 from tests.simcloud.conftest import Start, connect
 
 ROOT = Path(__file__).resolve().parents[2]

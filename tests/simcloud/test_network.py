@@ -9,7 +9,7 @@ import ipaddress
 import pytest
 from openstack import exceptions
 
-from convergence.simcloud.seed import Seed, SeedUser
+from convergence_simcloud.seed import Seed, SeedUser
 from tests.simcloud.conftest import Start, connect
 
 TWO_PROJECTS = Seed(projects=["admin", "demo"], users=[

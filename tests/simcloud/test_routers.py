@@ -17,7 +17,7 @@ import pytest
 import yaml
 from openstack import exceptions
 
-from convergence.simcloud import faults
+from convergence_simcloud import faults
 from tests.simcloud.conftest import Start, connect
 from tests.simcloud.test_network import TWO_PROJECTS
 
@@ -203,7 +203,7 @@ def test_an_unreachable_port_and_a_non_external_network_are_refused(cloud_url: s
 
 
 def test_floating_ips_run_out(start_cloud: Start) -> None:
-    from convergence.simcloud.seed import Seed, SeedNetwork
+    from convergence_simcloud.seed import Seed, SeedNetwork
     seed = Seed(networks=[SeedNetwork(pool_start="172.24.4.10", pool_end="172.24.4.11")])
     _, url = start_cloud(seed)
     conn = connect(url)

@@ -12,8 +12,8 @@ import pytest
 from openstack import exceptions
 
 from convergence.ports.clock import SystemClock
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.state import Options, SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.state import Options, SimCloud
 from tests.simcloud.conftest import Start, connect
 
 
@@ -89,7 +89,7 @@ def test_an_application_is_built_used_and_torn_down(start_cloud: Start) -> None:
 def test_faults_set_through_the_control_plane_reach_the_sdk() -> None:
     """On the wall clock: a server that never leaves BUILD times ``wait_for_server`` out; one
     that goes ERROR fails it with the fault's message; a vanished one is not found."""
-    from convergence.simcloud.serve import running
+    from convergence_simcloud.serve import running
     cloud = SimCloud(options=Options(build_seconds=0.05), clock=SystemClock())
     with running(cloud) as url:
         control, conn = SimControl(url), connect(url)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from openstack import exceptions
 
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.state import SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.state import SimCloud
 from tests.simcloud.conftest import Start, connect
 from tests.simcloud.test_network import TWO_PROJECTS
 from tests.simcloud.test_servers import boot, cirros, private_network

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from openstack import exceptions
 
-from convergence.simcloud.client import SimControl
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.state import SimCloud
+from convergence_simcloud.client import SimControl
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.state import SimCloud
 from tests.simcloud.conftest import Start, connect
 from tests.simcloud.test_images_flavors import OPENSTACK
 from tests.simcloud.test_network import TWO_PROJECTS
@@ -150,7 +150,7 @@ def test_update_and_delete_a_server(start_cloud: Start) -> None:
 
 
 def test_a_delete_can_take_time(start_cloud: Start) -> None:
-    from convergence.simcloud.state import Options
+    from convergence_simcloud.state import Options
 
     cloud, _, conn = started(start_cloud, options=Options(server_delete_seconds=5))
     server = boot(conn, "slow", private_network(conn))
@@ -374,7 +374,7 @@ def test_boot_from_a_volume_and_from_an_image_copied_to_a_volume(start_cloud: St
 
 
 def test_the_sdk_cloud_layer_boots_with_a_floating_ip_and_cleans_up(start_cloud: Start) -> None:
-    from convergence.simcloud.state import Options
+    from convergence_simcloud.state import Options
 
     _, _, conn = started(start_cloud, options=Options(build_seconds=0))
     net = private_network(conn)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from convergence.api.auth import KeystoneTokens
-from convergence.simcloud.seed import Seed, SeedUser
+from convergence_simcloud.seed import Seed, SeedUser
 from tests.simcloud.conftest import Start, connect
 
 SEED = Seed(projects=["admin", "service", "demo"], users=[

@@ -14,9 +14,9 @@ import pytest
 from openstack import exceptions
 from openstack.connection import Connection
 
-from convergence.simcloud import faults
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.state import SimCloud
+from convergence_simcloud import faults
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.state import SimCloud
 from tests.simcloud.conftest import Start, connect
 from tests.simcloud.test_network import TWO_PROJECTS
 

@@ -33,10 +33,10 @@ from convergence.ports.clock import ManualClock
 from convergence.runtime import Runtime, open_runtime
 from convergence.services import queries, running, signals, stacks, webhooks
 from convergence.settings import Settings
-from convergence.simcloud.serve import clouds_yaml
-from convergence.simcloud.serve import running as serving
-from convergence.simcloud.state import Options, SimCloud
 from convergence.store.sealing import make_key
+from convergence_simcloud.serve import clouds_yaml
+from convergence_simcloud.serve import running as serving
+from convergence_simcloud.state import Options, SimCloud
 from tests.conftest_services import fresh_database_url
 
 TENANT = "tenant-a"

@@ -1,4 +1,5 @@
-"""No import cycle between the modules of ``convergence``: the contract, as a test.
+"""No import cycle between the modules of ``convergence``, nor between those of the simulated
+cloud (``convergence_simcloud``, a distribution of its own): the contract, as a test.
 
 The import graph is built with ``grimp`` (the library import-linter runs on) and its strongly
 connected components are found with networkx; any component of more than one module is a
@@ -53,10 +54,11 @@ def _inside(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_no_import_cycle_between_convergence_modules() -> None:
-    cycles = import_cycles(grimp.build_graph(PACKAGE, cache_dir=None))
+@pytest.mark.parametrize("package", [PACKAGE, "convergence_simcloud"])
+def test_no_import_cycle_between_modules(package: str) -> None:
+    cycles = import_cycles(grimp.build_graph(package, cache_dir=None), package)
     if cycles:
-        pytest.fail(f"{len(cycles)} import cycle(s) in {PACKAGE}:\n\n" + "\n\n".join(cycles),
+        pytest.fail(f"{len(cycles)} import cycle(s) in {package}:\n\n" + "\n\n".join(cycles),
                     pytrace=False)
 
 

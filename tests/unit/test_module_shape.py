@@ -1,10 +1,11 @@
 """The shape of every module: a docstring that says what it is for, and a size one can read.
 
 Every ``.py`` file under ``convergence/`` (packages' ``__init__.py`` and the Alembic revision
-scripts included) and under the top-level ``workers/`` must open with a module docstring of at
-least :data:`MIN_DOCSTRING_CHARS` characters and :data:`MIN_SENTENCES` sentences: its role on
-the first line, then what it holds and who calls it. A one-line label ("Helpers.") does not
-pass. No module may be longer than :data:`MAX_LINES` physical lines; most are 100-400.
+scripts included), under the top-level ``workers/`` and under the simulated cloud's package
+(``simcloud/convergence_simcloud/``) must open with a module docstring of at least
+:data:`MIN_DOCSTRING_CHARS` characters and :data:`MIN_SENTENCES` sentences: its role on the
+first line, then what it holds and who calls it. A one-line label ("Helpers.") does not pass.
+No module may be longer than :data:`MAX_LINES` physical lines; most are 100-400.
 
 Each file is a test case of its own, so that a failure names the file. Run by ``make test``
 with the rest of ``tests/unit``; ``ARCHITECTURE.md`` lists it among the contracts.
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("convergence", "workers")
+PACKAGES = ("convergence", "workers", "simcloud/convergence_simcloud")
 
 MAX_LINES = 500
 MIN_DOCSTRING_CHARS = 150

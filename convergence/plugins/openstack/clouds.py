@@ -73,12 +73,15 @@ class CloudConfig:
 
 class Clouds:
     """The connections of one process, by cloud name (thread-safe). ``fallback``: the
-    environment of a cloud to use when none is configured, asked once, on first use."""
+    environment of a cloud to use when none is configured, asked once, on first use;
+    ``not_configured``: why there is no cloud when neither gives one."""
 
     def __init__(self, default: CloudConfig | None,
                  fallback: Callable[[], Mapping[str, str]] | None = None,
-                 config_file: str | None = None) -> None:
+                 config_file: str | None = None, not_configured: str = NOT_CONFIGURED,
+                 ) -> None:
         self.default = default
+        self.not_configured = not_configured
         # Where the clouds a stack names are looked up (None: where openstacksdk looks).
         self.config_file = config_file or (default.config_file if default else None)
         # A cloud the operator named (not the fallback, whose Keystone knows no caller).
@@ -169,7 +172,7 @@ class Clouds:
         if scope.cloudless:
             return "its project has no cloud credentials"
         if scope.cloud is None and self.default is None and self._fallback is None:
-            return NOT_CONFIGURED
+            return self.not_configured
         return None
 
     def scope_problem(self, scope: CloudScope) -> str | None:
@@ -192,7 +195,7 @@ class Clouds:
                                   "credentials (the engine's own are never used for it)")
         if cloud is None or (self.default is not None and cloud == self.default.cloud):
             if self.default is None:
-                raise ResourceFailure(NOT_CONFIGURED)
+                raise ResourceFailure(self.not_configured)
             return self.default
         return CloudConfig(cloud, self.config_file)
 
@@ -294,4 +297,5 @@ _AUTH_KEYS = frozenset({
 def build(host: PluginHost) -> Clouds:
     """The backend: the connections to the cloud the host's environment names."""
     return Clouds(CloudConfig.from_environ(host.environ), host.fallback_cloud,
-                  config_file=host.environ.get("OS_CLIENT_CONFIG_FILE") or None)
+                  config_file=host.environ.get("OS_CLIENT_CONFIG_FILE") or None,
+                  not_configured=host.no_cloud or NOT_CONFIGURED)
