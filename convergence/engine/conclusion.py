@@ -123,7 +123,7 @@ class Concluder:
             except (TemplateError, UnknownValue) as exc:
                 outputs[name] = {"value": None, "description": out.description or "",
                                  "error": str(exc)}
-        return outputs, self.ctx.secrets.outputs(definition)
+        return outputs, self.ctx.secrets.outputs(definition, trav.template_id)
 
     def time_out(self, traversal_id: str) -> list[Work]:
         """A traversal past its deadline (found by the sweeper): it fails, and finishing it

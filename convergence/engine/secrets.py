@@ -42,8 +42,10 @@ class SecretMarks:
         self._schema_of = schema_of
         self._lock = threading.RLock()  # a template may be let go of while it is held
         self._typed: dict[str, SecretFields | None] = {}
-        # By the parsed template's identity (it is not hashable), while it lives.
-        self._templates: dict[int, tuple[weakref.ref[Template], _TemplateMarks]] = {}
+        # By the content's id (stacks of one template text with other parameters or
+        # environments share its parse, not its marks), while its parsed template lives; the
+        # last ``_KEPT`` of them.
+        self._templates: dict[str, tuple[weakref.ref[Template], _TemplateMarks]] = {}
 
     def mark(self, inp: StepInput, result: StepResult) -> StepResult:
         """Mark what a step writes that is secret (``RecordChange.secret``): its resource's
@@ -51,35 +53,41 @@ class SecretMarks:
         definition, name = inp.definition, inp.node.name
         rtype = definition.resource_types.get(name, inp.record.type) if definition is not None \
             else inp.record.type
-        secret = self.of(definition, name, rtype)
+        secret = self.of(definition, name, rtype, inp.template_id)
         if secret is not None:
             for change in result.changes:
                 if change.values and not change.delete:
                     change.secret = secret
         return result
 
-    def of(self, definition: StackDefinition | None, name: str, rtype: str
-           ) -> SecretFields | None:
-        """The secret fields of resource ``name`` of type ``rtype`` as ``definition`` makes it
-        (None: it has none); without a definition (a cleanup), those of its type."""
+    def of(self, definition: StackDefinition | None, name: str, rtype: str,
+           template_id: str | None = None) -> SecretFields | None:
+        """The secret fields of resource ``name`` of type ``rtype`` as ``definition`` (stored
+        as ``template_id``) makes it (None: it has none); without a definition (a cleanup),
+        those of its type."""
         if definition is None or name not in definition.resource_types:
             return self.of_type(rtype)
         with self._lock:
-            return self._marks(definition).fields(name)
+            return self._marks(definition, template_id).fields(name)
 
-    def outputs(self, definition: StackDefinition) -> frozenset[str]:
+    def outputs(self, definition: StackDefinition, template_id: str | None = None
+                ) -> frozenset[str]:
         """The outputs of a stack whose values take a secret (a hidden parameter's value, a
         key pair's private key...): the store keeps them encrypted."""
         with self._lock:
-            return self._marks(definition).outputs()
+            return self._marks(definition, template_id).outputs()
 
-    def _marks(self, definition: StackDefinition) -> _TemplateMarks:
+    def _marks(self, definition: StackDefinition, template_id: str | None) -> _TemplateMarks:
         template = definition.template
-        kept = self._templates.get(id(template))
+        key = template_id or f"parsed:{id(template)}"
+        kept = self._templates.get(key)
         marks = kept[1] if kept is not None and kept[0]() is template else None
         if marks is None or marks.types is not definition.resource_types:
-            marks = _TemplateMarks(definition, self._schema_of)
-            self._templates[id(template)] = (weakref.ref(template, self._forget), marks)
+            marks = _TemplateMarks(definition, self.of_type)
+            self._templates.pop(key, None)
+            while len(self._templates) >= _KEPT:
+                del self._templates[next(iter(self._templates))]
+            self._templates[key] = (weakref.ref(template, self._forget), marks)
         return marks
 
     def _forget(self, gone: weakref.ref[Template]) -> None:
@@ -105,6 +113,9 @@ def typed_fields(schema: TypeSchema | None) -> SecretFields | None:
                         reference=schema.secret_reference)
 
 
+_KEPT = 64  # templates whose marks are kept at once
+
+
 class _TemplateMarks:
     """One template's secret fields, worked out as steps ask: a resource, and first what it
     reads of others (depth first, without recursion: a chain may be a million long). A
@@ -112,21 +123,23 @@ class _TemplateMarks:
     has no secret to pass around: its resources have their types' alone."""
 
     def __init__(self, definition: StackDefinition,
-                 schema_of: Callable[[str], TypeSchema | None]) -> None:
+                 typed: Callable[[str], SecretFields | None]) -> None:
         self.types: Mapping[str, str] = definition.resource_types
         self._resources = definition.template.resources
         self._outputs = definition.template.outputs
         self._hidden = frozenset(n for n, p in definition.template.parameters.items()
                                  if p.hidden)
-        self._schema_of = schema_of
-        schemas = [schema_of(t) for t in set(self.types.values())]
+        self._typed_of = typed
         self._sources = bool(self._hidden) or any(
-            s is not None and (s.secret_attributes or s.secret_reference) for s in schemas)
+            t is not None and (t.attributes or t.reference)
+            for t in map(typed, set(self.types.values())))
         self._fields: dict[str, SecretFields | None] = {}
         self._taken: dict[str, frozenset[str]] = {}  # the properties that take a secret
         self._echoes: dict[str, bool] = {}  # a property its type does not keep secret does
 
     def fields(self, name: str) -> SecretFields | None:
+        if not self._sources:
+            return self._typed(name)
         if name not in self._fields:
             self._fields[name] = self._work_out(name)
         return self._fields[name]
@@ -141,9 +154,7 @@ class _TemplateMarks:
                          if self._secret(output.value))
 
     def _work_out(self, name: str) -> SecretFields | None:
-        typed = typed_fields(self._schema(name))
-        if not self._sources:
-            return typed
+        typed = self._typed(name)
         self._follow(name)
         taken, echoes = self._taken[name], self._echoes[name]
         if not taken and not echoes:
@@ -154,9 +165,9 @@ class _TemplateMarks:
             all_attributes=echoes, reference=echoes or bool(typed and typed.reference),
             all_properties=_WHOLE in taken)
 
-    def _schema(self, name: str) -> TypeSchema | None:
+    def _typed(self, name: str) -> SecretFields | None:
         rtype = self.types.get(name)
-        return self._schema_of(rtype) if rtype is not None else None
+        return self._typed_of(rtype) if rtype is not None else None
 
     def _follow(self, name: str) -> None:
         """Work out what ``name`` and every resource it reads take, the read ones first."""
@@ -178,10 +189,9 @@ class _TemplateMarks:
                 taken = frozenset(k for k, v in props.items() if self._secret(v))
             else:  # properties given whole by a function
                 taken = frozenset({_WHOLE}) if self._secret(props) else frozenset()
-            schema = self._schema(current)
+            typed = self._typed(current)
             self._taken[current] = taken
-            self._echoes[current] = bool(
-                taken - (schema.secret_properties if schema is not None else frozenset()))
+            self._echoes[current] = bool(taken - (typed.properties if typed else frozenset()))
 
     def _secret(self, value: Any) -> bool:
         """Whether ``value`` (a template's data, with calls) takes a secret."""
@@ -201,12 +211,12 @@ class _TemplateMarks:
             return True  # a hidden parameter, or one named only when it runs
         if not isinstance(first, str) or first not in self.types:
             return False
-        schema = self._schema(first)
+        typed = self._typed(first)
         echoes = self._echoes.get(first, False)
         if call.name in _REFERENCE_CALLS:
-            return echoes or (schema is not None and schema.secret_reference)
+            return echoes or bool(typed and typed.reference)
         if call.name in _ATTRIBUTE_CALLS:
-            secret = schema.secret_attributes if schema is not None else frozenset()
+            secret = typed.attributes if typed is not None else frozenset()
             attribute = args[1] if isinstance(args, list) and len(args) > 1 else None
             return echoes or (bool(secret) and (not isinstance(attribute, str) or
                                                 attribute in secret))
