@@ -53,7 +53,7 @@ builds their backends (``PluginHost.environ`` in ``convergence.plugins.base``; e
                               names it (default http://127.0.0.1:8004; ``convergence api``: the
                               address it serves on)
 ``CONVERGENCE_SIGNING_KEY``   what signed URLs are signed with (a secret); unset: a key the
-                              engine makes once and keeps in its database
+                              engine makes once and keeps, encrypted, in its database
 ``CONVERGENCE_SIGNED_URL_SECONDS`` how long a signed URL is good for after the resource version
                               it names (a deployment's: its derived config) was made; past it,
                               404 (``services.signals``); unset or 0 (the default): no expiry,

@@ -30,7 +30,9 @@ arithmetic.
 - ``software_configs``, ``software_deployments``: Heat's software configuration API and
   what the servers' agents report (``store/software.py``); ``handle_signals``: what wait
   condition handles received; ``service_keys``: the key the engine signs the URLs servers
-  signal through with, when none is configured.
+  signal through with, when none is configured (encrypted: ``store/sealing.py``, as are a
+  subscription's secret, the hidden parameters' values of ``templates`` and the secret
+  members of ``resources``' properties, attributes and operation and of ``stacks``' outputs).
 - ``orphans``: what a step made in the cloud after its lease had been taken over (it woke up
   late): its result was refused, so no record names it, and the sweeper removes it.
 """
