@@ -133,16 +133,26 @@ class _TemplateMarks:
         self._sources = bool(self._hidden) or any(
             t is not None and (t.attributes or t.reference)
             for t in map(typed, set(self.types.values())))
-        self._fields: dict[str, SecretFields | None] = {}
+        self._fields: dict[str, SecretFields] = {}
         self._taken: dict[str, frozenset[str]] = {}  # the properties that take a secret
         self._echoes: dict[str, bool] = {}  # a property its type does not keep secret does
 
     def fields(self, name: str) -> SecretFields | None:
+        typed = self._typed(name)
         if not self._sources:
-            return self._typed(name)
-        if name not in self._fields:
-            self._fields[name] = self._work_out(name)
-        return self._fields[name]
+            return typed
+        self._follow(name)
+        taken, echoes = self._taken[name], self._echoes[name]
+        if not taken and not echoes:
+            return typed
+        found = self._fields.get(name)  # kept for the few that take a secret only
+        if found is None:
+            found = self._fields[name] = SecretFields(
+                (typed.properties if typed else frozenset()) | (taken - {_WHOLE}),
+                typed.attributes if typed else frozenset(),
+                all_attributes=echoes, reference=echoes or bool(typed and typed.reference),
+                all_properties=_WHOLE in taken)
+        return found
 
     def outputs(self) -> frozenset[str]:
         if not self._sources:
@@ -152,18 +162,6 @@ class _TemplateMarks:
                 self._follow(ref.target)
         return frozenset(name for name, output in self._outputs.items()
                          if self._secret(output.value))
-
-    def _work_out(self, name: str) -> SecretFields | None:
-        typed = self._typed(name)
-        self._follow(name)
-        taken, echoes = self._taken[name], self._echoes[name]
-        if not taken and not echoes:
-            return typed
-        return SecretFields(
-            (typed.properties if typed else frozenset()) | (taken - {_WHOLE}),
-            typed.attributes if typed else frozenset(),
-            all_attributes=echoes, reference=echoes or bool(typed and typed.reference),
-            all_properties=_WHOLE in taken)
 
     def _typed(self, name: str) -> SecretFields | None:
         rtype = self.types.get(name)
