@@ -234,8 +234,8 @@ def test_an_abandoned_stack_keeps_its_resources_but_not_the_trust(
 
 
 def test_a_named_cloud_beside_the_embedded_default(tmp_path: Path, place: Place) -> None:
-    # No OS_CLOUD: the embedded engine's default is a simulated cloud of its own, and a stack
-    # naming an entry of the clouds.yaml that OS_CLIENT_CONFIG_FILE names lives there.
+    # No OS_CLOUD (and no simulated cloud of its own: only the command line starts one): a
+    # stack naming an entry of the clouds.yaml that OS_CLIENT_CONFIG_FILE names lives there.
     rt = open_runtime(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}"),
                       clock=ManualClock(time.time()),
                       environ={"OS_CLIENT_CONFIG_FILE": str(place.clouds_file)})
