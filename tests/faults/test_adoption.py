@@ -10,6 +10,10 @@ owner and adopted it.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,19 +37,38 @@ def _unrecorded(cluster: FaultCluster, worker: WorkerProcess, stack_id: str) -> 
     return [r for r in rows if r.lease_owner.startswith(start)]
 
 
+@contextlib.contextmanager
+def _alone(cluster: FaultCluster, worker: WorkerProcess) -> Iterator[None]:
+    """Every other live worker stopped (SIGSTOP) while the block runs, so that ``worker``
+    takes the stack's steps: which worker fetches which message is otherwise luck, and on a
+    loaded machine the others could take every one before ``worker`` fetched any."""
+    others = [w.process.pid for w in cluster.live_workers()
+              if w is not worker and w.process is not None]
+    for pid in others:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGCONT)
+
+
 def _round(cluster: FaultCluster, workload: Workload, name: str) -> None:
     slow = cluster.start_worker(name, CONVERGENCE_TEST_BACKEND_LATENCY="2")
     try:
         cluster.wait_ready([slow])
-        t = workload.create("wide", size=20)
-        assert t.id is not None
-        stack_id = t.id
-        caught = wait_for(lambda: _unrecorded(cluster, slow, stack_id), 60)
-        if not caught:
-            pytest.fail(f"never caught {slow.node} between a create and its write\n"
-                        f"{slow.tail()}", pytrace=False)
-        slow.hold = True  # not started again: the kill is the point
-        fault = cluster.kill9(slow)
+        with _alone(cluster, slow):
+            t = workload.create("wide", size=20)
+            assert t.id is not None
+            stack_id = t.id
+            caught = wait_for(lambda: _unrecorded(cluster, slow, stack_id), 60)
+            if not caught:
+                pytest.fail(f"never caught {slow.node} between a create and its write\n"
+                            f"{slow.tail()}", pytrace=False)
+            slow.hold = True  # not started again: the kill is the point
+            fault = cluster.kill9(slow)
         settle(cluster, [t], [fault])
         for entity in caught:
             ever = cluster.query("SELECT id, deleted_at FROM test_entities WHERE owner = :o",
