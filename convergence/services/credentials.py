@@ -50,15 +50,13 @@ _MEMBER_TYPES = {"OS::Heat::ResourceGroup": ("resource_def", "type"),
 
 
 def how_to_configure(rt: Runtime, tenant: str) -> str:
-    """What an operator (or the caller) does so that a stack of ``tenant`` has a cloud."""
-    mode = rt.settings.auth
-    if mode == "token":
+    """What an operator (token mode) or the caller (keystone mode) does so that a cloudless
+    stack of ``tenant`` has a cloud."""
+    if rt.settings.auth == "token":
         return (f"map project {tenant!r} to a clouds.yaml entry in "
                 f"CONVERGENCE_PROJECT_CLOUDS (project=cloud,...)")
-    if mode == "keystone":
-        return (f"send a token scoped to project {tenant!r}: the engine works in a stack's "
-                f"project through a trust from its caller, never with its own credentials")
-    return "set OS_CLOUD (a clouds.yaml entry) or the OS_* variables for the API and workers"
+    return (f"send a token scoped to project {tenant!r}: the engine works in a stack's "
+            f"project through a trust from its caller, never with its own credentials")
 
 
 def _typed(definition: StackDefinition, prefix: Path = ()) -> Iterator[tuple[Path, str]]:
@@ -102,7 +100,10 @@ def refuse_cloudless(rt: Runtime, definition: StackDefinition, scope: CloudScope
     if why is not None:
         raise CloudRefused(f"{path}: {type_name} needs a cloud, and the engine works in a "
                            f"stack's project only as its caller: {why}.")
-    hint = f" ({how_to_configure(rt, tenant)})" if tenant is not None else ""
+    # A stack with no cloud of its own is told what would give it one; the process's own
+    # missing cloud is named by the problem itself (``OS_CLOUD``).
+    hint = f" ({how_to_configure(rt, tenant)})" if tenant is not None and scope.cloudless \
+        else ""
     raise TemplateError.at(path, f"{type_name} needs a cloud, and this stack has none: "
                                  f"{problem}{hint}", TYPE)
 
